@@ -1,0 +1,3 @@
+module github.com/jobgate/jobgate
+
+go 1.26

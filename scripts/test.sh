@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the whole test suite. On a fresh Debian machine it first installs the
+# reference servers and third-party clients the integration tests drive.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests need, each with a command (or Perl/Ruby module)
+# that proves it is installed.
+missing=()
+command -v beanstalkd >/dev/null || missing+=(beanstalkd)
+command -v gearmand >/dev/null || [ -x /usr/sbin/gearmand ] || missing+=(gearman-job-server)
+command -v gearman >/dev/null && command -v gearadmin >/dev/null || missing+=(gearman-tools)
+perl -MGearman::Client -e 1 2>/dev/null || missing+=(libgearman-client-perl)
+ruby -e 'require "beaneater"' 2>/dev/null || missing+=(ruby-beaneater)
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "installing: ${missing[*]}"
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -q
+	$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# gearmand lives in /usr/sbin, which a non-root PATH may lack.
+export PATH="$PATH:/usr/sbin"
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" $unformatted >&2
+	exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 12m ./...
