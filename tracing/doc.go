@@ -1,0 +1,76 @@
+// Package tracing gives every job that passes through jobgate one trace, in
+// OpenTelemetry's messaging conventions, exported over OTLP (Jaeger reads
+// OTLP natively). It imports only OpenTelemetry and the standard library.
+//
+// # Setting up
+//
+// [New] builds a [Provider] from a [Config] completed by the standard OTEL_*
+// variables (precedence on [Config]). [Provider.Tracer] gives a [*Tracer] per
+// protocol; with tracing off that is nil, and a nil *Tracer makes no-op spans,
+// so the data path never branches on whether tracing is on. Finished spans go
+// to a bounded queue that drops, and counts ([Provider.Dropped]), rather
+// than block; failed exports are counted too ([Provider.ExportFailed]). At
+// exit, end the spans of jobs in flight ([Table.EndOpen]), then
+// [Provider.Shutdown] flushes the queue.
+//
+// # One job, one trace
+//
+//	client ── SUBMIT/put ──> send <name>      PRODUCER  root (or child of the client's span)
+//	worker ── assign/reserve ──> receive <name> CLIENT  child of send, linked to send
+//	                       └─> process <name>  CONSUMER child of send, until the outcome
+//
+// The send span's context, the job's [Creation], is 26 bytes that an engine
+// stores with the job and journals, so the trace continues after a restart.
+// For jobs on upstream servers, which store nothing of ours, the proxy keeps
+// it in a [Table] keyed by the client-visible handle or id.
+//
+// # What the proxy calls, per job event
+//
+// Submit (SUBMIT_JOB*, put), on the client's session:
+//
+//	s := tr.StartSend(ctx, tracing.Message{Operation: "SUBMIT_JOB_BG",
+//		Destination: fn, ConversationID: unique, BodySize: len(body),
+//		ServerAddress: host, ServerPort: port})
+//	creation := s.Creation() // local engine: store with the job
+//
+// Acknowledged (JOB_CREATED, INSERTED id): s.Created(handle); for an
+// upstream job also table.Put(handle, tracing.Entry{Creation: creation,
+// Enqueued: time.Now()}). Refused (ERROR, JOB_TOO_BIG, DRAINING, backend
+// down): s.Fail(token).
+//
+// Assignment (JOB_ASSIGN*, RESERVED), on the worker's session; the creation
+// context comes from the engine's job or the table entry:
+//
+//	m := tracing.Message{Operation: "JOB_ASSIGN", Destination: fn, ID: handle,
+//		BodySize: len(body), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,
+//		Start: grabSentAt}
+//	tr.Receive(ctx, e.Creation, m)
+//	_, p := tr.StartProcess(ctx, e.Creation, m)
+//	table.Update(handle, func(e *tracing.Entry) { e.Attempts++; e.Process = p })
+//	body, _ = tr.WrapPayload(buf[:0], p.SpanContext(), body) // no-op unless switched on
+//
+// While the worker holds it: WORK_STATUS → p.Status(num, den); WORK_DATA →
+// p.Data(len(data)); WORK_WARNING → p.Warning(len(data)); touch → p.Touch().
+//
+// Outcome: WORK_COMPLETE or delete → p.Complete(); WORK_FAIL →
+// p.Fail("WORK_FAIL"); WORK_EXCEPTION → p.Fail("WORK_EXCEPTION"); bury →
+// p.Bury(pri); worker connection lost → p.Fail(tracing.ErrorWorkerLost);
+// TTR expiry → p.TTRExpired(). After a final outcome, table.Delete(handle).
+// Release → p.Release(pri, delay), then keep the entry with Process cleared
+// and Enqueued set to now+delay: the next reservation is another
+// receive/process pair in the same trace, marked with a retry event.
+//
+// Admin and stats commands: if tr.CommandSpans() { _, c := tr.StartCommand(
+// ctx, m); ...; c.End(errToken) }.
+//
+// # Names
+//
+// Spans are "send|receive|process <function or tube>". Attributes are the
+// conventions' messaging.system ("gearman", "beanstalk"),
+// messaging.operation.name (the protocol command), messaging.operation.type,
+// messaging.destination.name, messaging.message.id (handle or id),
+// messaging.message.conversation_id (Gearman unique),
+// messaging.message.body.size, server.address, server.port and error.type,
+// plus jobgate's own under "jobgate." ([AttrQueueWait] and the other Attr*
+// constants). Semantic conventions: go.opentelemetry.io/otel/semconv/v1.43.0.
+package tracing

@@ -1,0 +1,268 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Provider owns the OpenTelemetry tracer provider, its exporter and its
+// export queue. Build one with [New] at start-up and call [Provider.Shutdown]
+// on the way out so queued spans reach the collector. Its methods are safe
+// for concurrent use.
+type Provider struct {
+	cfg  Config
+	tp   trace.TracerProvider
+	sdk  *sdktrace.TracerProvider // nil when tracing is off
+	proc *dropCounter             // nil when tracing is off
+}
+
+// Option changes how [New] builds a Provider; the zero set builds the OTLP
+// exporter that the Config describes.
+type Option func(*options)
+
+type options struct {
+	exporter sdktrace.SpanExporter
+}
+
+// WithExporter makes the Provider send spans to e instead of an OTLP
+// exporter, for tests (tracetest.InMemoryExporter) and debugging (stdouttrace).
+// Queueing, dropping and sampling behave as with OTLP.
+func WithExporter(e sdktrace.SpanExporter) Option {
+	return func(o *options) { o.exporter = e }
+}
+
+// New resolves cfg against the environment ([Config.WithEnv]) and builds the
+// provider. With tracing off it returns a Provider whose tracers make no-op
+// spans at almost no cost, so callers need not branch. New does not connect
+// to the collector; exports that fail later are reported through
+// otel.Handle and never block or fail the data path.
+func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
+	rc, err := cfg.WithEnv()
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p := &Provider{cfg: rc}
+	if !rc.Enabled {
+		p.tp = noop.NewTracerProvider()
+		return p, nil
+	}
+
+	exp := o.exporter
+	if exp == nil {
+		if exp, err = newOTLPExporter(ctx, rc); err != nil {
+			return nil, err
+		}
+	}
+	res, err := newResource(ctx, rc)
+	if err != nil {
+		return nil, errors.Join(err, exp.Shutdown(ctx))
+	}
+	p.proc = newDropCounter(exp, rc.QueueSize)
+	p.sdk = sdktrace.NewTracerProvider(
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(newSampler(rc)),
+		sdktrace.WithSpanProcessor(p.proc),
+	)
+	p.tp = p.sdk
+	return p, nil
+}
+
+// newOTLPExporter builds the exporter for rc.Protocol. The endpoint is passed
+// explicitly because WithEnv already applied the environment to it; the
+// exporters still read the variables Config does not model (headers,
+// certificates, compression, timeout).
+func newOTLPExporter(ctx context.Context, rc Config) (sdktrace.SpanExporter, error) {
+	var (
+		exp sdktrace.SpanExporter
+		err error
+	)
+	switch rc.Protocol {
+	case ProtocolGRPC:
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(rc.Endpoint))
+	default:
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(rc.Endpoint))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %s exporter for %s: %w", rc.Protocol, rc.Endpoint, err)
+	}
+	return exp, nil
+}
+
+// newResource describes this process: OTEL_RESOURCE_ATTRIBUTES, the SDK's
+// own attributes, and the resolved service name last so it wins.
+func newResource(ctx context.Context, rc Config) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithFromEnv(),
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(semconv.ServiceName(rc.ServiceName)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	return res, nil
+}
+
+// newSampler maps the resolved sampler name to the SDK sampler.
+func newSampler(rc Config) sdktrace.Sampler {
+	switch rc.Sampler {
+	case SamplerAlwaysOn:
+		return sdktrace.AlwaysSample()
+	case SamplerAlwaysOff:
+		return sdktrace.NeverSample()
+	case SamplerTraceIDRatio:
+		return sdktrace.TraceIDRatioBased(rc.SampleRatio)
+	case SamplerParentBasedAlwaysOff:
+		return sdktrace.ParentBased(sdktrace.NeverSample())
+	case SamplerParentBasedTraceIDRatio:
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(rc.SampleRatio))
+	default:
+		return sdktrace.ParentBased(sdktrace.AlwaysSample())
+	}
+}
+
+// Config returns the resolved configuration: cfg as given to New, completed
+// from the environment and the defaults. Log it at start-up.
+func (p *Provider) Config() Config { return p.cfg }
+
+// Enabled reports whether spans are recorded and exported.
+func (p *Provider) Enabled() bool { return p.sdk != nil }
+
+// TracerProvider returns the OpenTelemetry tracer provider, a no-op one when
+// tracing is off. Install it with otel.SetTracerProvider if libraries should
+// use it too.
+func (p *Provider) TracerProvider() trace.TracerProvider { return p.tp }
+
+// Tracer returns the job-lifecycle span helpers for one messaging system,
+// configured from the Provider's Config. With tracing off it returns nil,
+// which is a valid *Tracer whose spans are no-ops.
+func (p *Provider) Tracer(sys System) *Tracer {
+	if p.sdk == nil {
+		return nil
+	}
+	return NewTracer(p.tp, sys, p.cfg)
+}
+
+// Dropped returns how many finished spans were discarded because the export
+// queue was full: the collector is slow or unreachable. It only grows;
+// export it as a counter metric.
+func (p *Provider) Dropped() uint64 {
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.dropped.Load()
+}
+
+// ExportFailed returns how many spans were lost because their export failed
+// after the exporter's own retries (collector down, rejected request). It
+// only grows; export it as a counter metric next to Dropped.
+func (p *Provider) ExportFailed() uint64 {
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.failed.Load()
+}
+
+// ForceFlush exports every queued span and waits for it, or for ctx.
+func (p *Provider) ForceFlush(ctx context.Context) error {
+	if p.sdk == nil {
+		return nil
+	}
+	return p.sdk.ForceFlush(ctx)
+}
+
+// Shutdown flushes the queue to the exporter, then stops it. It waits at most
+// until ctx is done, so give it a deadline: a collector that does not answer
+// must not hold up the process exit. End the spans of jobs in flight first:
+// a span still open at Shutdown, or started after it, is never exported.
+// Only the first call does anything.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	if p.sdk == nil {
+		return nil
+	}
+	return p.sdk.Shutdown(ctx)
+}
+
+// flushSlack is room in the SDK's queue beyond the admitted spans for
+// ForceFlush markers, which share the queue; without it a flush could
+// occupy a slot an admitted span needs, and the SDK would drop that span
+// where we cannot count it.
+const flushSlack = 16
+
+// dropCounter wraps the SDK's BatchSpanProcessor to count the spans it drops.
+//
+// The SDK processor already never blocks (WithBlocking is off by default: a
+// full queue drops the span in OnEnd), but it keeps its drop count private.
+// So dropCounter does the admission itself: it counts spans handed to the
+// SDK processor and not yet handed to the exporter (inflight), and refuses,
+// counting, any span that would take inflight over the limit. The SDK queue
+// holds at most inflight spans and has limit+flushSlack slots, so the SDK
+// itself never drops and every loss is counted here. OnEnd stays two atomic
+// adds and a non-blocking channel send.
+type dropCounter struct {
+	sdktrace.SpanProcessor
+	limit    int64
+	inflight atomic.Int64
+	dropped  atomic.Uint64
+	failed   atomic.Uint64
+}
+
+var _ sdktrace.SpanProcessor = (*dropCounter)(nil)
+
+func newDropCounter(exp sdktrace.SpanExporter, limit int) *dropCounter {
+	d := &dropCounter{limit: int64(limit)}
+	// A batch larger than the limit would never fill, so exports would
+	// wait for the batch timer while new spans are refused.
+	batch := min(sdktrace.DefaultMaxExportBatchSize, limit)
+	d.SpanProcessor = sdktrace.NewBatchSpanProcessor(
+		&countingExporter{SpanExporter: exp, d: d},
+		sdktrace.WithMaxQueueSize(limit+flushSlack),
+		sdktrace.WithMaxExportBatchSize(batch),
+	)
+	return d
+}
+
+// OnEnd admits s to the export queue or drops and counts it. It never blocks.
+func (d *dropCounter) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return // the batch processor ignores these too
+	}
+	if d.inflight.Add(1) > d.limit {
+		d.inflight.Add(-1)
+		d.dropped.Add(1)
+		return
+	}
+	d.SpanProcessor.OnEnd(s)
+}
+
+// countingExporter tells the dropCounter when spans leave the SDK queue.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	d *dropCounter
+}
+
+// ExportSpans releases the spans' queue slots before exporting, because they
+// have left the queue whether or not the export then succeeds or returns,
+// and counts the spans of a failed export: the exporter has already retried
+// them, and the batch processor discards them.
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.d.inflight.Add(-int64(len(spans)))
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.d.failed.Add(uint64(len(spans)))
+	}
+	return err
+}
