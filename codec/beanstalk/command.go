@@ -3,6 +3,8 @@
 // sends, with beanstalkd 1.12/1.13's limits and error tokens.
 package beanstalk
 
+import "strconv"
+
 // Verb names a command.
 type Verb uint8
 
@@ -42,6 +44,7 @@ const (
 // are valid only until the next call to the Reader. Copy what must be kept
 // longer.
 type Command struct {
+	// Verb is the command.
 	Verb Verb
 	// Tube is the tube name of use, watch, ignore, stats-tube and pause-tube.
 	Tube []byte
@@ -99,6 +102,7 @@ const (
 // A Reply returned by a ReplyReader aliases the reader's buffer: Tube and
 // Body are valid only until the next call to it.
 type Reply struct {
+	// Kind is the reply.
 	Kind ReplyKind
 	// ID is the job id of INSERTED, BURIED <id>, RESERVED and FOUND.
 	ID uint64
@@ -109,4 +113,53 @@ type Reply struct {
 	// Body is the job body of RESERVED and FOUND, or the YAML of OK,
 	// without the trailing "\r\n".
 	Body []byte
+}
+
+// AppendTo appends the command's wire form to dst and returns the extended
+// slice: its line in canonical form (single spaces, plain decimals) and, for
+// put, its body and "\r\n". It appends nothing for an invalid Verb. It does
+// not check the tube name (see ValidName) or the body size: the server does.
+func (c *Command) AppendTo(dst []byte) []byte {
+	if !c.Verb.valid() {
+		return dst
+	}
+	dst = c.appendLine(dst)
+	if c.Verb == Put {
+		dst = append(append(dst, c.Body...), "\r\n"...)
+	}
+	return dst
+}
+
+// appendLine appends the command's line, with its "\r\n", but not the body
+// of put.
+func (c *Command) appendLine(dst []byte) []byte {
+	dst = append(dst, verbNames[c.Verb]...)
+	switch c.Verb {
+	case Put:
+		dst = appendArgs(dst, uint64(c.Pri), uint64(c.Delay), uint64(c.TTR), uint64(len(c.Body)))
+	case Use, Watch, Ignore, StatsTube:
+		dst = append(append(dst, ' '), c.Tube...)
+	case PauseTube:
+		dst = append(append(dst, ' '), c.Tube...)
+		dst = appendArgs(dst, uint64(c.Delay))
+	case ReserveWithTimeout:
+		dst = appendArgs(dst, uint64(c.Timeout))
+	case Peek, ReserveJob, Delete, Touch, KickJob, StatsJob:
+		dst = appendArgs(dst, c.ID)
+	case Release:
+		dst = appendArgs(dst, c.ID, uint64(c.Pri), uint64(c.Delay))
+	case Bury:
+		dst = appendArgs(dst, c.ID, uint64(c.Pri))
+	case Kick:
+		dst = appendArgs(dst, uint64(c.Bound))
+	}
+	return append(dst, "\r\n"...)
+}
+
+// appendArgs appends each of args preceded by a space.
+func appendArgs(dst []byte, args ...uint64) []byte {
+	for _, a := range args {
+		dst = strconv.AppendUint(append(dst, ' '), a, 10)
+	}
+	return dst
 }
