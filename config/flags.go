@@ -1,0 +1,39 @@
+package config
+
+// FlagFields maps each jobgate command-line flag that overrides a config
+// field to that field's path, so that cmd can apply the flags the user set
+// with [Config.Set] after [Load]:
+//
+//	flags.Visit(func(f *flag.Flag) {
+//		if path, ok := fields[f.Name]; ok {
+//			err = errors.Join(err, cfg.Set(path, f.Value.String()))
+//		}
+//	})
+//
+// A flag's name is its field's path with "." and "_" written "-", except
+// that listen addresses drop "-listen" (-gearman for gearman.listen,
+// -gearman-tls for gearman.tls_listen) and data.dir is -data, as in the
+// DESIGN's command line. -gearman-upstream and -beanstalk-upstream are not
+// fields; see [Upstreams]. Each call returns a new map.
+func FlagFields() map[string]string {
+	return map[string]string{
+		"gearman":                 "gearman.listen",
+		"gearman-tls":             "gearman.tls_listen",
+		"gearman-max-packet-size": "gearman.max_packet_size",
+		"gearman-job-retries":     "gearman.job_retries",
+		"gearman-handle-prefix":   "gearman.handle_prefix",
+		"gearman-exceptions":      "gearman.exceptions",
+		"gearman-admin-shutdown":  "gearman.admin_shutdown",
+		"beanstalk":               "beanstalk.listen",
+		"beanstalk-tls":           "beanstalk.tls_listen",
+		"beanstalk-max-job-size":  "beanstalk.max_job_size",
+		"beanstalk-quote-stats":   "beanstalk.quote_stats",
+		"admin":                   "admin.listen",
+		"data":                    "data.dir",
+		"data-fsync":              "data.fsync",
+		"data-fsync-interval":     "data.fsync_interval",
+		"log-level":               "log.level",
+		"log-format":              "log.format",
+		"shutdown-timeout":        "shutdown_timeout",
+	}
+}
