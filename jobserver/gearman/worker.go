@@ -1,0 +1,196 @@
+package gearman
+
+import (
+	"strconv"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+)
+
+// canDo registers (or re-registers with a new timeout) a function.
+func (s *Session) canDo(name []byte, timeout time.Duration) {
+	e := s.e
+	f := e.function(name)
+	for i := range s.abilities {
+		if s.abilities[i].fn == f {
+			s.abilities[i].timeout = timeout
+			return
+		}
+	}
+	s.abilities = append(s.abilities, ability{fn: f, timeout: timeout})
+	f.workers = append(f.workers, s)
+	if s.wakeable() {
+		f.sleepers++
+	}
+}
+
+// cantDo unregisters a function; jobs of it this worker holds are requeued.
+func (s *Session) cantDo(name []byte) {
+	e := s.e
+	f := e.funcs[string(name)]
+	if f == nil {
+		return
+	}
+	for i := range s.abilities {
+		if s.abilities[i].fn == f {
+			s.abilities = append(s.abilities[:i], s.abilities[i+1:]...)
+			f.removeWorker(s)
+			s.requeueFunction(f)
+			if s.noopSent {
+				e.wakeFor([]ability{{fn: f}})
+			}
+			return
+		}
+	}
+}
+
+// resetAbilities unregisters every function.
+func (s *Session) resetAbilities() {
+	e := s.e
+	abilities := s.abilities
+	s.abilities = nil
+	for i := range abilities {
+		abilities[i].fn.removeWorker(s)
+		s.requeueFunction(abilities[i].fn)
+	}
+	if s.noopSent {
+		e.wakeFor(abilities)
+	}
+}
+
+// requeueFunction requeues the jobs of f that s holds.
+func (s *Session) requeueFunction(f *function) {
+	for i := len(s.running) - 1; i >= 0; i-- {
+		if i < len(s.running) && s.running[i].fn == f {
+			s.e.requeue(s.running[i])
+		}
+	}
+}
+
+// removeWorker takes s off f's worker list.
+func (f *function) removeWorker(s *Session) {
+	for i, w := range f.workers {
+		if w == s {
+			if s.wakeable() {
+				f.sleepers--
+			}
+			last := len(f.workers) - 1
+			copy(f.workers[i:], f.workers[i+1:])
+			f.workers[last] = nil
+			f.workers = f.workers[:last]
+			if f.wake > i {
+				f.wake--
+			}
+			if f.wake >= len(f.workers) {
+				f.wake = 0
+			}
+			return
+		}
+	}
+}
+
+// preSleep answers PRE_SLEEP: NOOP at once if a job is waiting, otherwise
+// the worker sleeps until a job for it arrives.
+func (s *Session) preSleep() {
+	if s.e.peekAny(s) {
+		s.setWake(false, true)
+		s.e.emit(s, codec.Noop)
+		return
+	}
+	s.setWake(true, false)
+}
+
+// grab answers GRAB_JOB, GRAB_JOB_UNIQ and GRAB_JOB_ALL.
+func (s *Session) grab(t codec.Type) {
+	e := s.e
+	s.setWake(false, false)
+	j := e.take(s)
+	if j == nil {
+		e.emit(s, codec.NoJob)
+		return
+	}
+	e.assign(s, j)
+	h := e.handle(e.scratch[:0], j)
+	e.scratch = h
+	fn := unsafeBytes(j.fn.name)
+	switch {
+	case t == codec.GrabJob:
+		e.emit(s, codec.JobAssign, h, fn, j.data())
+	case t == codec.GrabJobAll && j.reducer != nil:
+		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer), j.data())
+	default:
+		e.emit(s, codec.JobAssignUniq, h, fn, j.unique(), j.data())
+	}
+}
+
+// owned returns the job with handle h if this session's worker holds it.
+func (s *Session) owned(h []byte) *job {
+	j := s.e.lookup(h)
+	if j == nil || j.state != stateRunning || j.worker != s {
+		return nil
+	}
+	return j
+}
+
+// workData forwards WORK_DATA and WORK_WARNING to the job's clients.
+func (s *Session) workData(t codec.Type, h, data []byte) {
+	e := s.e
+	j := s.owned(h)
+	if j == nil {
+		e.emitError(s, "JOB_NOT_FOUND", "Job does not exist on server")
+		return
+	}
+	for a := j.clients; a != nil; a = a.jnext {
+		e.emit(a.s, t, h, data)
+	}
+}
+
+// workStatus stores and forwards WORK_STATUS.
+func (s *Session) workStatus(h, num, den []byte) {
+	e := s.e
+	j := s.owned(h)
+	if j == nil {
+		e.emitError(s, "JOB_NOT_FOUND", "Job given in work result not found")
+		return
+	}
+	j.num = atou32(num)
+	j.den = atou32(den)
+	for a := j.clients; a != nil; a = a.jnext {
+		e.emit(a.s, codec.WorkStatus, h, num, den)
+	}
+}
+
+// workDone handles WORK_COMPLETE, WORK_FAIL and WORK_EXCEPTION: forward to
+// the clients and remove the job. Clients without the exceptions option get
+// WORK_EXCEPTION as a plain WORK_FAIL (the handle alone; gearmand adds a
+// stray NUL that some client libraries reject).
+func (s *Session) workDone(t codec.Type, h, data []byte) {
+	e := s.e
+	j := s.owned(h)
+	if j == nil {
+		if t == codec.WorkException {
+			e.emitError(s, "JOB_NOT_FOUND", "An exception was received for a job that does not exist")
+		} else {
+			e.emitError(s, "JOB_NOT_FOUND", "Job given in work result not found")
+		}
+		return
+	}
+	for a := j.clients; a != nil; a = a.jnext {
+		switch {
+		case t == codec.WorkFail || (t == codec.WorkException && !a.s.exceptions):
+			e.emit(a.s, codec.WorkFail, h)
+		default:
+			e.emit(a.s, t, h, data)
+		}
+	}
+	e.finishJob(j)
+}
+
+// atou32 parses like atoi into a uint32.
+func atou32(b []byte) uint32 {
+	n := parseLeadingInt(b)
+	return uint32(n)
+}
+
+// formatUint is strconv.AppendUint for admin output.
+func formatUint(dst []byte, n int) []byte { return strconv.AppendInt(dst, int64(n), 10) }

@@ -1,0 +1,326 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// gearmanConn is one Gearman connection: a read loop that feeds the
+// engine session and a writer that sends what other connections cause.
+//
+// Output path: the engine calls WritePacket/WriteText (with its lock held,
+// from any goroutine), which append encoded bytes to out. The read loop
+// flushes its own replies when it has handled all buffered input and must
+// wait for more (inputReader), so a burst of requests gets one write.
+// Packets that another connection's request queued for this one while its
+// read loop waits are written by that other read loop before it waits in
+// turn (GearmanServer.flushDirty), or by this connection's writer goroutine
+// when that could block. One writer per connection, never one per job.
+//
+// Lock order: the engine's lock, then gearmanConn.mu, then
+// GearmanServer.dmu (markDirty is called after mu is released);
+// gearmanConn.wmu before gearmanConn.mu. Nothing takes the engine's lock
+// while holding a connection lock.
+type gearmanConn struct {
+	srv  *GearmanServer
+	nc   net.Conn
+	raw  syscall.RawConn // for non-blocking writes by other goroutines; nil if unavailable
+	sess *gearman.Session
+
+	handling atomic.Bool   // the read loop is not waiting in Read: it will flush before it does
+	wake     chan struct{} // cap 1: the writer should flush
+	done     chan struct{} // closed when the read loop ends
+
+	mu    sync.Mutex // guards out, spare, dead
+	out   []byte     // encoded bytes waiting to be written
+	spare []byte     // the other buffer, reused
+	dead  bool       // output overflowed or a write failed
+
+	wmu sync.Mutex // serialises writes to nc, so buffers go out in order
+}
+
+func newGearmanConn(s *GearmanServer, nc net.Conn) *gearmanConn {
+	c := &gearmanConn{
+		srv:  s,
+		nc:   nc,
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+	}
+	info := gearman.SessionInfo{FD: -1}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+		if rc, err := tc.SyscallConn(); err == nil {
+			c.raw = rc
+			_ = rc.Control(func(fd uintptr) { info.FD = int(fd) })
+		}
+	}
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		info.Host = ta.IP.String()
+	} else if a := nc.RemoteAddr(); a != nil {
+		info.Host = a.String()
+	}
+	c.handling.Store(true) // nothing to flush before the first read
+	c.sess = s.engine.NewSession(info, c)
+	return c
+}
+
+// WritePacket encodes p into the output buffer (gearman.Output).
+func (c *gearmanConn) WritePacket(p *codec.Packet) {
+	c.mu.Lock()
+	wasEmpty := len(c.out) == 0
+	c.out = codec.AppendPacket(c.out, p.Magic, p.Type, p.Args...)
+	c.queued(wasEmpty)
+}
+
+// WriteText appends admin text to the output buffer (gearman.Output).
+func (c *gearmanConn) WriteText(b []byte) {
+	c.mu.Lock()
+	wasEmpty := len(c.out) == 0
+	c.out = append(c.out, b...)
+	c.queued(wasEmpty)
+}
+
+// queued finishes an append made under c.mu: it unlocks, closes a slow
+// consumer, and wakes the writer unless the read loop will flush anyway.
+func (c *gearmanConn) queued(wasEmpty bool) {
+	over := len(c.out) > c.srv.cfg.MaxOutput && !c.dead
+	if over {
+		c.dead = true
+		c.out = c.out[:0]
+	}
+	c.mu.Unlock()
+	if over {
+		c.nc.Close()
+		return
+	}
+	if wasEmpty && !c.handling.Load() {
+		c.srv.markDirty(c)
+	}
+}
+
+// wakeWriter hands the flush to the connection's writer goroutine.
+func (c *gearmanConn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flushForeign writes c's pending output from another connection's
+// goroutine, saving a writer wakeup. It never waits for c's peer: when a
+// write is in progress, when much is pending or when the socket does not
+// take everything at once, c's writer goroutine does the rest.
+func (c *gearmanConn) flushForeign() {
+	c.mu.Lock()
+	small := len(c.out) <= foreignFlushMax
+	c.mu.Unlock()
+	if !small || c.raw == nil || !c.wmu.TryLock() {
+		c.wakeWriter()
+		return
+	}
+	c.flushLocked(true)
+	c.wmu.Unlock()
+}
+
+// writeNow writes what the socket takes without waiting: one write(2)
+// through the runtime's poller (so it stays in step with its other
+// operations on the descriptor), never parking.
+func (c *gearmanConn) writeNow(buf []byte) (int, error) {
+	var n int
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for {
+			n, werr = syscall.Write(int(fd), buf)
+			if werr != syscall.EINTR {
+				return true
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if werr == syscall.EAGAIN {
+		return max(n, 0), nil
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	return n, nil
+}
+
+// foreignFlushMax bounds what another connection's goroutine writes for a
+// connection; more is left to the connection's own writer.
+const foreignFlushMax = 16 << 10
+
+// flush writes everything queued so far.
+func (c *gearmanConn) flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.flushLocked(false)
+}
+
+// flushLocked does flush's work with c.wmu held. A foreign write (made by
+// another connection's goroutine) does not wait: what the socket does not
+// take goes back to the buffer for c's writer goroutine.
+func (c *gearmanConn) flushLocked(foreign bool) error {
+	c.mu.Lock()
+	buf := c.out
+	c.out = c.spare[:0]
+	c.spare = nil
+	dead := c.dead
+	c.mu.Unlock()
+	if len(buf) == 0 || dead {
+		return nil
+	}
+	var n int
+	var err error
+	if foreign {
+		n, err = c.writeNow(buf)
+		if err == nil && n < len(buf) {
+			// The socket is full: put the rest back, ahead of anything
+			// queued since, for the writer goroutine.
+			c.mu.Lock()
+			rest := make([]byte, 0, len(buf)-n+len(c.out))
+			c.out = append(append(rest, buf[n:]...), c.out...)
+			c.mu.Unlock()
+			c.wakeWriter()
+			return nil
+		}
+	} else {
+		n, err = c.nc.Write(buf)
+	}
+	if cap(buf) <= 1<<20 { // keep ordinary buffers, drop huge ones
+		c.mu.Lock()
+		c.spare = buf[:0]
+		c.mu.Unlock()
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.dead = true
+		c.mu.Unlock()
+		c.nc.Close()
+	}
+	return err
+}
+
+// writeLoop flushes on request: output another goroutine could not write
+// without risking a wait on this connection's peer.
+func (c *gearmanConn) writeLoop() {
+	defer c.srv.wg.Done()
+	for {
+		select {
+		case <-c.wake:
+			if c.flush() != nil {
+				<-c.done
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// readLoop reads frames and hands them to the session. Replies are
+// flushed by inputReader when the Reader needs more input, that is when
+// everything buffered has been handled.
+func (c *gearmanConn) readLoop() {
+	defer c.srv.wg.Done()
+	defer close(c.done)
+	defer c.srv.removeConn(c)
+	defer c.nc.Close()
+	defer c.srv.flushDirty() // what closing the session sent others
+	defer c.sess.Close()
+	r := codec.NewReader(inputReader{c}, c.srv.cfg.Limits)
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			if c.passOversized(err, &f) {
+				err = nil
+			} else if !c.protocolError(err) {
+				c.flush()
+				return
+			} else {
+				continue
+			}
+		}
+		switch f.Kind {
+		case codec.KindPacket:
+			err = c.sess.Handle(&f.Packet)
+		case codec.KindText:
+			err = c.sess.HandleText(f.Text)
+		}
+		if err != nil {
+			c.flush()
+			return
+		}
+	}
+}
+
+// inputReader is the connection as the codec Reader sees it. The Reader
+// reads only when it has no complete frame buffered, so a read is where
+// the loop would wait for the peer: first write what is pending, this
+// connection's replies and what its requests queued for idle connections.
+type inputReader struct{ c *gearmanConn }
+
+// Read flushes, then reads from the connection.
+func (r inputReader) Read(p []byte) (int, error) {
+	c := r.c
+	c.handling.Store(false)
+	if err := c.flush(); err != nil {
+		return 0, err
+	}
+	c.srv.flushDirty()
+	n, err := c.nc.Read(p)
+	c.handling.Store(true)
+	return n, err
+}
+
+// passOversized reports whether a request the Reader flagged for an
+// over-long handle or unique ID should go to the engine anyway, which
+// answers as gearmand does: no job has such a handle or unique ID, so
+// WORK_* get JOB_NOT_FOUND and GET_STATUS/GET_STATUS_UNIQUE report an
+// unknown job. (gearmand drops the connection for the two status
+// requests, a bug not copied.) WORK_FAIL and SUBMIT_* keep the Reader's
+// ARGUMENT_TOO_LARGE, which is gearmand's answer for them.
+func (c *gearmanConn) passOversized(err error, f *codec.Frame) bool {
+	if f.Kind != codec.KindPacket || !(errors.Is(err, codec.ErrHandleTooLong) || errors.Is(err, codec.ErrUniqueTooLong)) {
+		return false
+	}
+	switch f.Packet.Type {
+	case codec.WorkComplete, codec.WorkStatus, codec.WorkData, codec.WorkWarning, codec.WorkException,
+		codec.GetStatus, codec.GetStatusUnique:
+		return true
+	}
+	return false
+}
+
+// protocolError answers a malformed frame the way gearmand does and reports
+// whether the connection goes on. gearmand closes the connection on an
+// unknown packet type (except the unused type 5, which gets ERROR), on too
+// few arguments and on an over-long admin line.
+func (c *gearmanConn) protocolError(err error) bool {
+	var pe *codec.ProtocolError
+	if !errors.As(err, &pe) {
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			c.srv.log.Debug("gearman read", "remote", c.nc.RemoteAddr().String(), "err", err)
+		}
+		return false
+	}
+	switch {
+	case pe.Fatal,
+		errors.Is(pe, codec.ErrTooFewArgs),
+		errors.Is(pe, codec.ErrLineTooLong),
+		errors.Is(pe, codec.ErrUnknownType) && pe.Type != 5:
+		return false
+	}
+	c.WritePacket(&codec.Packet{Magic: codec.Res, Type: codec.Error,
+		Args: [][]byte{[]byte(pe.Code), []byte(pe.Text)}})
+	return true
+}

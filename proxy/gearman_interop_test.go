@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// Interoperability with gearmand's own tools (Debian gearman-tools) and
+// Perl's Gearman::Client/Gearman::Worker (libgearman-client-perl).
+
+// runTool runs a command to completion within a generous deadline.
+func runTool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %q: %v\nstderr: %s", name, args, err, stderr.String())
+	}
+	return string(out)
+}
+
+// startTool starts a long-running command and stops it, by PID, when the
+// test ends.
+func startTool(t *testing.T, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+}
+
+// adminQuery sends one admin line and returns the reply listing.
+func adminQuery(t *testing.T, addr, line string) string {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Write([]byte(line + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readText(bufio.NewReader(nc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// waitStatus polls the admin status until fn's line is want.
+func waitStatus(t *testing.T, addr, fn, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := adminQuery(t, addr, "status")
+		for _, line := range strings.Split(got, "\n") {
+			if line == fn+"\t"+want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed %s\t%s:\n%s", fn, want, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestGearmanCLIInterop(t *testing.T) {
+	gearmanBin := testutil.RequireBinary(t, "gearman")
+	gearadmin := testutil.RequireBinary(t, "gearadmin")
+	addr := startJobgateGearman(t, gearman.Config{Version: "9.9.9"})
+	host, port, _ := net.SplitHostPort(addr)
+	hp := []string{"-h", host, "-p", port}
+	cli := func(args ...string) string {
+		return runTool(t, gearmanBin, append(append([]string{}, hp...), args...)...)
+	}
+
+	// Queue background jobs of three priorities before any worker exists,
+	// then let a worker record the order it ran them in.
+	cli("-b", "-L", "-f", "order", "low")
+	cli("-b", "-f", "order", "normal")
+	cli("-b", "-I", "-f", "order", "high")
+	cli("-b", "-u", "same", "-f", "order", "unique")
+	cli("-b", "-u", "same", "-f", "order", "unique-again") // coalesced
+	waitStatus(t, addr, "order", "4\t0\t0")
+	log := filepath.Join(t.TempDir(), "order.log")
+	startTool(t, gearmanBin, append(append([]string{}, hp...), "-w", "-c", "4", "-f", "order", "--",
+		"sh", "-c", "cat >> "+log+"; echo >> "+log)...)
+	waitStatus(t, addr, "order", "0\t0\t0")
+	got, _ := os.ReadFile(log)
+	if string(got) != "high\nnormal\nunique\nlow\n" {
+		t.Fatalf("worker ran %q", got)
+	}
+
+	// Foreground jobs through a CLI worker.
+	startTool(t, gearmanBin, append(append([]string{}, hp...), "-w", "-f", "rev", "--", "rev")...)
+	waitStatus(t, addr, "rev", "0\t0\t1")
+	if got := cli("-f", "rev", "abc def"); got != "fed cba" {
+		t.Fatalf("foreground: %q", got)
+	}
+	if got := cli("-I", "-f", "rev", "high"); got != "hgih" {
+		t.Fatalf("high: %q", got)
+	}
+	if got := cli("-L", "-u", "u1", "-f", "rev", "low"); got != "wol" {
+		t.Fatalf("low unique: %q", got)
+	}
+
+	// gearadmin.
+	if got := runTool(t, gearadmin, append(append([]string{}, hp...), "--status")...); !strings.Contains(got, "rev\t0\t0\t1\n") || !strings.HasSuffix(got, ".\n") {
+		t.Fatalf("gearadmin --status: %q", got)
+	}
+	if got := runTool(t, gearadmin, append(append([]string{}, hp...), "--workers")...); !strings.Contains(got, " : rev\n") {
+		t.Fatalf("gearadmin --workers: %q", got)
+	}
+	cli("-b", "-f", "nobody", "queued")
+	if got := runTool(t, gearadmin, append(append([]string{}, hp...), "--show-jobs")...); !strings.Contains(got, "\t0\t0\t1\n") {
+		t.Fatalf("gearadmin --show-jobs: %q", got)
+	}
+	if got := runTool(t, gearadmin, append(append([]string{}, hp...), "--getpid")...); strings.TrimSpace(got) != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("gearadmin --getpid: %q", got)
+	}
+	if got := runTool(t, gearadmin, append(append([]string{}, hp...), "--server-version")...); strings.TrimSpace(got) != "9.9.9" {
+		t.Fatalf("gearadmin --server-version: %q", got)
+	}
+}
+
+func TestGearmanPerlInterop(t *testing.T) {
+	perl := testutil.RequireBinary(t, "perl")
+	if err := exec.Command(perl, "-MGearman::Client", "-MGearman::Worker", "-e", "1").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Perl Gearman::Client is not installed (libgearman-client-perl): %v", err)
+		}
+		t.Skip("Perl Gearman::Client is not installed (Debian libgearman-client-perl)")
+	}
+	addr := startJobgateGearman(t, gearman.Config{})
+	got := runTool(t, perl, "testdata/gearman_perl.pl", addr)
+	want := strings.Join([]string{
+		"rev status 1/2",
+		"rev data chunk",
+		"rev complete olleh",
+		"fail fail",
+		"exc exception boom",
+		"exc fail", // a client without the exceptions option
+		"background ok",
+		"status known=1 running=0",
+		"done",
+	}, "\n") + "\n"
+	if got != want {
+		t.Fatalf("perl client/worker:\n got  %q\n want %q", got, want)
+	}
+}

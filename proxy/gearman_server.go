@@ -1,0 +1,269 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/clock"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// flushingClock runs the server's flushDirty after each timer function, so
+// what the engine sends from its timer reaches idle connections.
+type flushingClock struct {
+	clock.Clock
+	srv *GearmanServer
+}
+
+// AfterFunc wraps f.
+func (c flushingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.Clock.AfterFunc(d, func() {
+		f()
+		c.srv.flushDirty()
+	})
+}
+
+// GearmanConfig configures a GearmanServer.
+type GearmanConfig struct {
+	// Engine configures the in-process job engine. Its Shutdown field is
+	// set by the server (see OnShutdown).
+	Engine gearman.Config
+	// Limits bound what clients may send (zero fields take the codec's
+	// defaults).
+	Limits codec.Limits
+	// OnShutdown, when set, enables the admin commands "shutdown" and
+	// "shutdown graceful" and is called when one is received: at once for
+	// "shutdown", and for "shutdown graceful" once the listeners are closed
+	// and no job is left. The server does not stop by itself; the owner
+	// decides (jobgate's main shuts every service down).
+	OnShutdown func(graceful bool)
+	// MaxOutput is how many bytes may wait to be written to one connection
+	// before it is closed as a slow consumer. Default 64 MiB.
+	MaxOutput int
+	// Log receives connection errors. Default slog.Default().
+	Log *slog.Logger
+}
+
+// GearmanServer serves the Gearman protocol (binary and admin text on one
+// port) from an in-process engine.
+type GearmanServer struct {
+	cfg    GearmanConfig
+	engine *gearman.Engine
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{} // guarded by mu
+	conns     map[*gearmanConn]struct{} // guarded by mu
+	closing   bool                      // guarded by mu: Shutdown called
+	addr      net.Addr                  // guarded by mu: first listener's address
+	wg        sync.WaitGroup            // two per connection: its read loop and its writer
+
+	dmu   sync.Mutex     // guards dirty
+	dirty []*gearmanConn // idle connections with output queued by others
+}
+
+// markDirty records that c, idle in its read, got output from another
+// connection; that connection's read loop writes it at the end of its batch
+// (flushDirty), which costs no goroutine switch.
+func (s *GearmanServer) markDirty(c *gearmanConn) {
+	s.dmu.Lock()
+	s.dirty = append(s.dirty, c)
+	s.dmu.Unlock()
+}
+
+// flushDirty writes the output of connections marked dirty.
+func (s *GearmanServer) flushDirty() {
+	s.dmu.Lock()
+	if len(s.dirty) == 0 {
+		s.dmu.Unlock()
+		return
+	}
+	batch := s.dirty
+	s.dirty = nil
+	s.dmu.Unlock()
+	for i, c := range batch {
+		c.flushForeign()
+		batch[i] = nil
+	}
+	s.dmu.Lock()
+	if s.dirty == nil {
+		s.dirty = batch[:0] // reuse the array
+	}
+	s.dmu.Unlock()
+}
+
+// NewGearmanServer builds a server and its engine.
+func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = 64 << 20
+	}
+	s := &GearmanServer{
+		cfg:       cfg,
+		log:       cfg.Log,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*gearmanConn]struct{}),
+	}
+	ecfg := cfg.Engine
+	if ecfg.Clock == nil {
+		ecfg.Clock = clock.Real{}
+	}
+	// Packets the engine's timer sends (epoch jobs, timeouts) are written
+	// when the timer function returns.
+	ecfg.Clock = flushingClock{ecfg.Clock, s}
+	ecfg.Shutdown = nil
+	if cfg.OnShutdown != nil {
+		ecfg.Shutdown = s.adminShutdown
+	}
+	e, err := gearman.New(ecfg)
+	if err != nil {
+		return nil, err
+	}
+	s.engine = e
+	return s, nil
+}
+
+// Engine returns the server's engine.
+func (s *GearmanServer) Engine() *gearman.Engine { return s.engine }
+
+// Addr returns the address of the first listener Serve was given, or nil.
+func (s *GearmanServer) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Serve accepts connections on l until Shutdown or an admin "shutdown
+// graceful" closes it (then it returns nil). Accept errors such as running
+// out of file descriptors are logged and retried with a backoff; l closed
+// by someone else ends Serve with an error.
+func (s *GearmanServer) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.listeners[l] = struct{}{}
+	if s.addr == nil {
+		s.addr = l.Addr()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			_, open := s.listeners[l]
+			s.mu.Unlock()
+			if closing || !open {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("gearman accept: %w", err)
+			}
+			// Out of file descriptors and the like: back off and keep
+			// serving the connections we have.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("gearman accept", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if !s.startConn(nc) {
+			nc.Close()
+			return nil
+		}
+	}
+}
+
+// Shutdown stops accepting, closes every connection and waits for their
+// goroutines, or for ctx to end. The engine's jobs stay in memory.
+func (s *GearmanServer) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+		delete(s.listeners, l)
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.engine.Stop()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// adminShutdown is the engine's Shutdown callback.
+func (s *GearmanServer) adminShutdown(graceful bool) {
+	if !graceful {
+		s.cfg.OnShutdown(false)
+		return
+	}
+	// gearmand's graceful mode: stop listening, let the jobs finish.
+	s.mu.Lock()
+	for l := range s.listeners {
+		delete(s.listeners, l)
+		l.Close()
+	}
+	s.mu.Unlock()
+	go func() {
+		for s.engine.Stats().Jobs > 0 {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return // shut down meanwhile
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		s.cfg.OnShutdown(true)
+	}()
+}
+
+// startConn registers nc and starts its goroutines; false when shutting
+// down.
+func (s *GearmanServer) startConn(nc net.Conn) bool {
+	c := newGearmanConn(s, nc)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go c.writeLoop()
+	go c.readLoop()
+	return true
+}
+
+func (s *GearmanServer) removeConn(c *gearmanConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
