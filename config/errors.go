@@ -153,3 +153,12 @@ func parentPath(p string) string {
 	}
 	return p[:i]
 }
+
+// ErrorAt returns an error about the field or section at path, placed where
+// the file (or the command line) set it, for checks made outside this
+// package, such as the command refusing a feature it does not run.
+func (c *Config) ErrorAt(path, msg string) *FieldError {
+	e := &FieldError{Path: path, Msg: msg}
+	e.File, e.Line, e.Col = c.src.locate(path)
+	return e
+}

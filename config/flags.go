@@ -1,5 +1,11 @@
 package config
 
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
 // FlagFields maps each jobgate command-line flag that overrides a config
 // field to that field's path, so that cmd can apply the flags the user set
 // with [Config.Set] after [Load]:
@@ -20,6 +26,7 @@ func FlagFields() map[string]string {
 		"gearman":                 "gearman.listen",
 		"gearman-tls":             "gearman.tls_listen",
 		"gearman-max-packet-size": "gearman.max_packet_size",
+		"gearman-max-admin-line":  "gearman.max_admin_line",
 		"gearman-job-retries":     "gearman.job_retries",
 		"gearman-handle-prefix":   "gearman.handle_prefix",
 		"gearman-exceptions":      "gearman.exceptions",
@@ -36,4 +43,31 @@ func FlagFields() map[string]string {
 		"log-format":              "log.format",
 		"shutdown-timeout":        "shutdown_timeout",
 	}
+}
+
+// Get returns the field at path in the text form [Config.Set] takes (a list
+// of strings comma-separated), so that help text can show defaults from
+// [Default] rather than repeating them.
+func (c *Config) Get(path string) (string, error) {
+	v, err := fieldByPath(reflect.ValueOf(c).Elem(), path)
+	if err != nil {
+		return "", &FieldError{Path: path, Msg: err.Error()}
+	}
+	if s, ok := v.Interface().(fmt.Stringer); ok {
+		return s.String(), nil
+	}
+	switch v.Kind() {
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.String {
+			items := make([]string, v.Len())
+			for i := range items {
+				items[i] = v.Index(i).String()
+			}
+			return strings.Join(items, ","), nil
+		}
+	case reflect.Struct:
+	default:
+		return fmt.Sprint(v.Interface()), nil
+	}
+	return "", &FieldError{Path: path, Msg: "not a single value"}
 }
