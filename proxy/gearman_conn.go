@@ -12,8 +12,12 @@ import (
 	"github.com/jobgate/jobgate/jobserver/gearman"
 )
 
-// gearmanConn is one Gearman connection: a read loop that feeds the
-// engine session and a writer that sends what other connections cause.
+// gearmanConn is one Gearman connection. On Linux a TCP connection is
+// served by the server's epoll event loop (gearman_loop_linux.go), which
+// reads, runs and writes every connection from one goroutine; the rest of
+// this comment describes the other mode (GearmanConfig.Goroutines, other
+// platforms, other kinds of net.Conn): a read loop that feeds the engine
+// session and a writer that sends what other connections cause.
 //
 // Output path: the engine calls WritePacket/WriteText (with its lock held,
 // from any goroutine), which append encoded bytes to out. The read loop
@@ -44,27 +48,46 @@ type gearmanConn struct {
 	dead  bool       // output overflowed or a write failed
 
 	wmu sync.Mutex // serialises writes to nc, so buffers go out in order
+
+	// Set when the connection is served by the server's event loop
+	// (gearman_loop_linux.go) instead of the two goroutines above; the
+	// fields below are then owned by the loop goroutine, except closeReq.
+	loop     *gearmanLoop
+	fd       int           // the socket, taken over from nc
+	slot     int32         // index in loop.conns and epoll id
+	rd       *codec.Reader // reads fd, one read per readiness event
+	canRead  bool          // the current readiness event has not been read yet
+	wantOut  bool          // EPOLLOUT is registered: output is waiting for room
+	closed   bool          // closed by the loop
+	closeReq atomic.Bool   // any goroutine: the loop should close it
 }
 
-func newGearmanConn(s *GearmanServer, nc net.Conn) *gearmanConn {
+// newGearmanConn sets up a connection, served by loop when it is not nil
+// and can take the socket over, by its own goroutines otherwise.
+func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanConn {
 	c := &gearmanConn{
-		srv:  s,
-		nc:   nc,
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		srv: s,
+		nc:  nc,
+		fd:  -1,
 	}
 	info := gearman.SessionInfo{FD: -1}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-		if rc, err := tc.SyscallConn(); err == nil {
-			c.raw = rc
-			_ = rc.Control(func(fd uintptr) { info.FD = int(fd) })
-		}
-	}
 	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 		info.Host = ta.IP.String()
 	} else if a := nc.RemoteAddr(); a != nil {
 		info.Host = a.String()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+		if loop != nil && loop.adopt(c) {
+			info.FD = c.fd
+		} else if rc, err := tc.SyscallConn(); err == nil {
+			c.raw = rc
+			_ = rc.Control(func(fd uintptr) { info.FD = int(fd) })
+		}
+	}
+	if c.loop == nil {
+		c.wake = make(chan struct{}, 1)
+		c.done = make(chan struct{})
 	}
 	c.handling.Store(true) // nothing to flush before the first read
 	c.sess = s.engine.NewSession(info, c)
@@ -96,6 +119,16 @@ func (c *gearmanConn) queued(wasEmpty bool) {
 		c.out = c.out[:0]
 	}
 	c.mu.Unlock()
+	if c.loop != nil {
+		// The loop writes after its batch, whoever queued the bytes.
+		if over {
+			c.closeReq.Store(true)
+		}
+		if wasEmpty || over {
+			c.loop.markDirty(c)
+		}
+		return
+	}
 	if over {
 		c.nc.Close()
 		return
@@ -103,6 +136,17 @@ func (c *gearmanConn) queued(wasEmpty bool) {
 	if wasEmpty && !c.handling.Load() {
 		c.srv.markDirty(c)
 	}
+}
+
+// close asks for the connection to be closed, from any goroutine.
+func (c *gearmanConn) close() {
+	if c.loop != nil {
+		c.closeReq.Store(true)
+		c.loop.markDirty(c)
+		c.loop.kick()
+		return
+	}
+	c.nc.Close()
 }
 
 // wakeWriter hands the flush to the connection's writer goroutine.

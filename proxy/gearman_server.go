@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -46,6 +47,11 @@ type GearmanConfig struct {
 	// MaxOutput is how many bytes may wait to be written to one connection
 	// before it is closed as a slow consumer. Default 64 MiB.
 	MaxOutput int
+	// Goroutines serves every connection with its own read loop and writer
+	// goroutines instead of the single epoll event loop used for TCP
+	// connections on Linux. The loop costs far less CPU per job; this is
+	// for comparison and for debugging.
+	Goroutines bool
 	// Log receives connection errors. Default slog.Default().
 	Log *slog.Logger
 }
@@ -66,6 +72,9 @@ type GearmanServer struct {
 
 	dmu   sync.Mutex     // guards dirty
 	dirty []*gearmanConn // idle connections with output queued by others
+
+	loopOnce sync.Once
+	loop     atomic.Pointer[gearmanLoop] // serves TCP connections where supported; nil: goroutines
 }
 
 // markDirty records that c, idle in its read, got output from another
@@ -77,8 +86,19 @@ func (s *GearmanServer) markDirty(c *gearmanConn) {
 	s.dmu.Unlock()
 }
 
-// flushDirty writes the output of connections marked dirty.
+// flushDirty writes the output of connections marked dirty, and wakes the
+// event loop for its connections. Every goroutine other than the loop's
+// calls it after calling into the engine.
 func (s *GearmanServer) flushDirty() {
+	if l := s.loop.Load(); l != nil {
+		l.kick()
+	}
+	s.flushGoroutineDirty()
+}
+
+// flushGoroutineDirty writes the output of goroutine-served connections
+// marked dirty.
+func (s *GearmanServer) flushGoroutineDirty() {
 	s.dmu.Lock()
 	if len(s.dirty) == 0 {
 		s.dmu.Unlock()
@@ -156,6 +176,19 @@ func (s *GearmanServer) Serve(l net.Listener) error {
 	if s.addr == nil {
 		s.addr = l.Addr()
 	}
+	// Started under mu, so that Shutdown, which sets closing under mu,
+	// either sees the loop to stop it or keeps it from starting.
+	s.loopOnce.Do(func() {
+		if s.cfg.Goroutines {
+			return
+		}
+		loop, err := startGearmanLoop(s)
+		if err != nil {
+			s.log.Warn("gearman event loop unavailable; serving with goroutines", "err", err)
+			return
+		}
+		s.loop.Store(loop)
+	})
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -201,9 +234,12 @@ func (s *GearmanServer) Shutdown(ctx context.Context) error {
 		delete(s.listeners, l)
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		c.close()
 	}
 	s.mu.Unlock()
+	if loop := s.loop.Load(); loop != nil {
+		loop.stop()
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -248,13 +284,21 @@ func (s *GearmanServer) adminShutdown(graceful bool) {
 // startConn registers nc and starts its goroutines; false when shutting
 // down.
 func (s *GearmanServer) startConn(nc net.Conn) bool {
-	c := newGearmanConn(s, nc)
+	c := newGearmanConn(s, nc, s.loop.Load())
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
+		c.sess.Close()
+		c.closeFD()
 		return false
 	}
 	s.conns[c] = struct{}{}
+	if c.loop != nil {
+		s.wg.Add(1)
+		s.mu.Unlock()
+		c.loop.add(c)
+		return true
+	}
 	s.wg.Add(2)
 	s.mu.Unlock()
 	go c.writeLoop()

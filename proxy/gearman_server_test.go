@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -68,7 +69,10 @@ func TestGearmanAdminShutdownReachesCallback(t *testing.T) {
 // connection (NOOP, WORK_COMPLETE) reach an idle connection through its
 // writer, including many at once.
 func TestGearmanAsyncDelivery(t *testing.T) {
-	addr := startJobgateGearman(t, gearmanConfigForTest())
+	forEachServeMode(t, gearmanAsyncDelivery)
+}
+
+func gearmanAsyncDelivery(t *testing.T, addr string) {
 	dial := func() (net.Conn, *bufio.Reader) {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -117,11 +121,28 @@ func TestGearmanAsyncDelivery(t *testing.T) {
 
 func gearmanConfigForTest() gearman.Config { return gearman.Config{HandlePrefix: "H:test"} }
 
+// forEachServeMode runs test against a server using the event loop and
+// one using a goroutine pair per connection.
+func forEachServeMode(t *testing.T, test func(t *testing.T, addr string)) {
+	for _, goroutines := range []bool{false, true} {
+		name := "loop"
+		if goroutines {
+			name = "goroutines"
+		}
+		t.Run(name, func(t *testing.T) {
+			test(t, startJobgateGearmanServer(t, GearmanConfig{Engine: gearmanConfigForTest(), Goroutines: goroutines}))
+		})
+	}
+}
+
 // TestGearmanConcurrentClientsAndWorkers runs foreground jobs from several
 // clients through several sleeping/waking workers at once (run it with
 // -race): every job completes exactly once.
 func TestGearmanConcurrentClientsAndWorkers(t *testing.T) {
-	addr := startJobgateGearman(t, gearmanConfigForTest())
+	forEachServeMode(t, gearmanConcurrentClientsAndWorkers)
+}
+
+func gearmanConcurrentClientsAndWorkers(t *testing.T, addr string) {
 	const clients, workers, jobs = 6, 3, 150
 	dial := func() (net.Conn, *bufio.Reader) {
 		nc, err := net.Dial("tcp", addr)
@@ -209,7 +230,10 @@ func TestGearmanConcurrentClientsAndWorkers(t *testing.T) {
 // TestGearmanRepliesBeforePartialFrame checks that replies go out when the
 // server waits for the rest of a frame, not only when its buffer is empty.
 func TestGearmanRepliesBeforePartialFrame(t *testing.T) {
-	addr := startJobgateGearman(t, gearmanConfigForTest())
+	forEachServeMode(t, testGearmanRepliesBeforePartialFrame)
+}
+
+func testGearmanRepliesBeforePartialFrame(t *testing.T, addr string) {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +255,15 @@ func TestGearmanRepliesBeforePartialFrame(t *testing.T) {
 // TestGearmanSlowConsumerClosed checks that a client that does not read is
 // cut off once MaxOutput bytes wait for it, and the worker is not blocked.
 func TestGearmanSlowConsumerClosed(t *testing.T) {
-	srv, err := NewGearmanServer(GearmanConfig{MaxOutput: 64 << 10})
+	for _, goroutines := range []bool{false, true} {
+		t.Run(fmt.Sprintf("goroutines=%v", goroutines), func(t *testing.T) {
+			testGearmanSlowConsumerClosed(t, goroutines)
+		})
+	}
+}
+
+func testGearmanSlowConsumerClosed(t *testing.T, goroutines bool) {
+	srv, err := NewGearmanServer(GearmanConfig{MaxOutput: 64 << 10, Goroutines: goroutines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,5 +321,59 @@ func TestGearmanSlowConsumerClosed(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.Copy(io.Discard, c); err != nil {
 		t.Fatalf("slow client was not closed: %v", err)
+	}
+}
+
+// TestGearmanLargeOutputToLateReader sends a client far more WORK_DATA than
+// socket buffers hold before it reads anything: the server must keep the
+// rest, write it as the socket drains (EPOLLOUT in the event loop), in
+// order, and still serve other connections meanwhile.
+func TestGearmanLargeOutputToLateReader(t *testing.T) {
+	forEachServeMode(t, testGearmanLargeOutputToLateReader)
+}
+
+func testGearmanLargeOutputToLateReader(t *testing.T, addr string) {
+	dial := func() (net.Conn, *bufio.Reader) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		return nc, bufio.NewReader(nc)
+	}
+	c, cr := dial()
+	w, wr := dial()
+	c.Write(codec.AppendPacket(nil, codec.Req, codec.SubmitJob, []byte("f"), nil, []byte("x")))
+	if p, err := readPacket(cr); err != nil || p.Type != codec.JobCreated {
+		t.Fatalf("submit: %v %v", p, err)
+	}
+	w.Write(append(codec.AppendPacket(nil, codec.Req, codec.CanDo, []byte("f")), codec.AppendPacket(nil, codec.Req, codec.GrabJob)...))
+	p, err := readPacket(wr)
+	if err != nil || p.Type != codec.JobAssign {
+		t.Fatalf("grab: %v %v", p, err)
+	}
+	handle := p.Args[0]
+	const chunks, size = 32, 256 << 10 // 8 MiB
+	for i := 0; i < chunks; i++ {
+		data := bytes.Repeat([]byte{byte('a' + i%26)}, size)
+		if _, err := w.Write(codec.AppendPacket(nil, codec.Req, codec.WorkData, handle, data)); err != nil {
+			t.Fatalf("worker write %d: %v", i, err)
+		}
+	}
+	// The worker's connection is served while the client's output waits.
+	w.Write(codec.AppendPacket(nil, codec.Req, codec.EchoReq, []byte("alive")))
+	if p, err := readPacket(wr); err != nil || p.Type != codec.EchoRes {
+		t.Fatalf("worker echo: %v %v", p, err)
+	}
+	w.Write(codec.AppendPacket(nil, codec.Req, codec.WorkComplete, handle, []byte("done")))
+	for i := 0; i < chunks; i++ {
+		p, err := readPacket(cr)
+		if err != nil || p.Type != codec.WorkData || len(p.Args[1]) != size || p.Args[1][0] != byte('a'+i%26) || p.Args[1][size-1] != byte('a'+i%26) {
+			t.Fatalf("chunk %d: %v %v", i, p.Type, err)
+		}
+	}
+	if p, err := readPacket(cr); err != nil || p.Type != codec.WorkComplete || string(p.Args[1]) != "done" {
+		t.Fatalf("complete: %v %v", p, err)
 	}
 }

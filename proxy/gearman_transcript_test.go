@@ -197,6 +197,13 @@ func TestGearmanTranscripts(t *testing.T) {
 				addr := startJobgateGearman(t, gearman.Config{JobRetries: sc.retries, HandlePrefix: "H:jobgate"})
 				runTranscript(t, sc, addr)
 			})
+			t.Run("jobgate-goroutines", func(t *testing.T) {
+				addr := startJobgateGearmanServer(t, GearmanConfig{
+					Engine:     gearman.Config{JobRetries: sc.retries, HandlePrefix: "H:jobgate"},
+					Goroutines: true,
+				})
+				runTranscript(t, sc, addr)
+			})
 			t.Run("gearmand", func(t *testing.T) {
 				if sc.only != "" {
 					t.Skip(sc.only)
@@ -212,7 +219,14 @@ func TestGearmanTranscripts(t *testing.T) {
 // ends.
 func startJobgateGearman(t testing.TB, cfg gearman.Config) string {
 	t.Helper()
-	srv, err := NewGearmanServer(GearmanConfig{Engine: cfg})
+	return startJobgateGearmanServer(t, GearmanConfig{Engine: cfg})
+}
+
+// startJobgateGearmanServer is startJobgateGearman with a server
+// configuration.
+func startJobgateGearmanServer(t testing.TB, cfg GearmanConfig) string {
+	t.Helper()
+	srv, err := NewGearmanServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

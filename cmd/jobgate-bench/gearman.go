@@ -2,15 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,22 +15,30 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 )
 
-// gearmanBench is one Gearman load run.
+// gearmanBench is one Gearman load run. It is a closed-loop generator:
+// each client keeps exactly -window requests outstanding (one, like a real
+// client, by default) and sends the next only when one finishes; workers
+// behave like real ones (GRAB_JOB, and PRE_SLEEP after NO_JOB until a
+// NOOP). It is built to cost little per operation, because it shares the
+// machine with the server it measures: no allocation or shared counter per
+// packet, one read per batch of input, one write per batch of output, and
+// latencies go into fixed-size histograms.
 type gearmanBench struct {
-	addr     string
-	clients  int
-	workers  int
-	duration time.Duration
-	n        int64
-	workload string
-	bodySize int
-	function string
-	pid      int
+	addr       string
+	clients    int
+	window     int
+	workers    int
+	duration   time.Duration
+	n          int64
+	workload   string
+	bodySize   int
+	function   string
+	pid        int
+	loops      int
+	goroutines bool
 
-	body    []byte
+	request []byte       // the encoded request every client sends
 	issued  atomic.Int64 // jobs or echoes started, to stop at n
-	noops   atomic.Int64 // NOOPs the workers got
-	noJobs  atomic.Int64 // NO_JOBs the workers got
 	stop    atomic.Bool
 	started time.Time
 }
@@ -43,13 +48,16 @@ func runGearman(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("jobgate-bench gearman", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&b.addr, "addr", "127.0.0.1:4730", "server `address`")
-	fs.IntVar(&b.clients, "clients", 16, "client connections, each with one request in flight")
+	fs.IntVar(&b.clients, "clients", 16, "client connections")
+	fs.IntVar(&b.window, "window", 1, "requests each client keeps in flight (1: wait for each reply, like a real client)")
 	fs.IntVar(&b.workers, "workers", -1, "worker connections (default 4 for fg, 0 for bg and echo)")
 	fs.DurationVar(&b.duration, "duration", 10*time.Second, "how long to run (ignored with -n)")
 	fs.Int64Var(&b.n, "n", 0, "run this many jobs (or echoes) in total instead of -duration")
 	fs.StringVar(&b.workload, "workload", "fg", "fg: submit, run and wait for completion; bg: background submits; echo: ECHO_REQ round trips")
 	fs.IntVar(&b.bodySize, "body-size", 100, "workload (or echo) size in `bytes`")
 	fs.StringVar(&b.function, "function", "", "function name (default jobgate-bench-WORKLOAD, so a bg run's queue does not feed a later fg run's workers)")
+	fs.IntVar(&b.loops, "loops", 1, "event loops (goroutines on their own epoll) sharing the connections")
+	fs.BoolVar(&b.goroutines, "goroutines", false, "drive each connection from its own goroutine instead of event loops")
 	fs.IntVar(&b.pid, "pid", 0, "server process id: report its RSS growth and CPU time per operation (Linux)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -69,16 +77,24 @@ func runGearman(args []string, stdout, stderr io.Writer) int {
 			b.workers = 4
 		}
 	}
-	if b.clients < 1 || (b.workload == "fg" && b.workers < 1) {
-		fmt.Fprintln(stderr, "jobgate-bench: need at least one client (and one worker for fg)")
+	if b.clients < 1 || b.window < 1 || b.loops < 1 || (b.workload == "fg" && b.workers < 1) {
+		fmt.Fprintln(stderr, "jobgate-bench: need at least one client, a window of at least one (and one worker for fg)")
 		return 2
 	}
 	if b.function == "" {
 		b.function = "jobgate-bench-" + b.workload
 	}
-	b.body = make([]byte, b.bodySize)
-	for i := range b.body {
-		b.body[i] = 'a' + byte(i%26)
+	body := make([]byte, b.bodySize)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	switch b.workload {
+	case "fg":
+		b.request = codec.AppendPacket(nil, codec.Req, codec.SubmitJob, []byte(b.function), nil, body)
+	case "bg":
+		b.request = codec.AppendPacket(nil, codec.Req, codec.SubmitJobBg, []byte(b.function), nil, body)
+	case "echo":
+		b.request = codec.AppendPacket(nil, codec.Req, codec.EchoReq, body)
 	}
 	if err := b.run(stdout); err != nil {
 		fmt.Fprintf(stderr, "jobgate-bench: %v\n", err)
@@ -87,90 +103,151 @@ func runGearman(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// workerStats counts what one worker got; each worker owns its own, so the
+// hot path touches no shared cache line.
+type workerStats struct {
+	noops, noJobs int64
+}
+
 func (b *gearmanBench) run(stdout io.Writer) error {
 	rss0, cpu0 := rssBytes(b.pid), cpuTime(b.pid)
-	var workerConns []net.Conn
-	var wg sync.WaitGroup
-	errc := make(chan error, b.clients+b.workers)
-	for i := 0; i < b.workers; i++ {
+	self0 := selfCPU()
+	var all []net.Conn
+	defer func() {
+		for _, nc := range all {
+			nc.Close()
+		}
+	}()
+	dial := func() (net.Conn, error) {
 		nc, err := net.Dial("tcp", b.addr)
+		if err == nil {
+			all = append(all, nc)
+		}
+		return nc, err
+	}
+	conns := make([]benchConn, 0, b.workers+b.clients)
+	workers := make([]*benchWorker, b.workers)
+	for i := range workers {
+		nc, err := dial()
 		if err != nil {
 			return err
 		}
-		workerConns = append(workerConns, nc)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.worker(nc); err != nil && !b.stop.Load() {
-				errc <- err
-			}
-		}()
+		workers[i] = b.newWorker(nc)
+		conns = append(conns, workers[i])
 	}
-	lat := make([][]time.Duration, b.clients)
-	clientConns := make([]net.Conn, b.clients)
-	for i := range clientConns {
-		nc, err := net.Dial("tcp", b.addr)
+	clients := make([]*benchClient, b.clients)
+	for i := range clients {
+		nc, err := dial()
 		if err != nil {
 			return err
 		}
-		clientConns[i] = nc
+		clients[i] = b.newClient(nc)
+		conns = append(conns, clients[i])
 	}
-	var cwg sync.WaitGroup
 	b.started = time.Now()
-	for i, nc := range clientConns {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			var err error
-			lat[i], err = b.client(nc)
-			if err != nil {
-				errc <- err
-			}
-		}()
-	}
 	if b.n == 0 {
 		timer := time.AfterFunc(b.duration, func() { b.stop.Store(true) })
 		defer timer.Stop()
 	}
-	cwg.Wait()
+	var err error
+	if b.goroutines {
+		err = b.runGoroutines(workers, clients)
+	} else {
+		err = b.runLoops(conns)
+	}
 	elapsed := time.Since(b.started)
 	b.stop.Store(true)
-	for _, nc := range append(workerConns, clientConns...) {
-		nc.Close()
+	self := selfCPU() - self0
+	if err != nil {
+		return err
+	}
+	var h hdrHist
+	for _, c := range clients {
+		h.merge(&c.hist)
+	}
+	ops := int64(h.n)
+	unit := "jobs"
+	if b.workload == "echo" {
+		unit = "echoes"
+	}
+	rate := float64(ops) / elapsed.Seconds()
+	fmt.Fprintf(stdout, "workload=%s clients=%d window=%d workers=%d body=%d %s=%d elapsed=%.2fs %s/s=%.0f p50=%v p99=%v max=%v\n",
+		b.workload, b.clients, b.window, b.workers, b.bodySize, unit, ops, elapsed.Seconds(),
+		unit, rate, h.quantile(0.50), h.quantile(0.99), h.quantile(1))
+	if ops == 0 {
+		return nil
+	}
+	if b.workers > 0 {
+		var noJobs, noops int64
+		for _, w := range workers {
+			noJobs += w.stats.noJobs
+			noops += w.stats.noops
+		}
+		fmt.Fprintf(stdout, "workers got %.2f NO_JOB and %.2f NOOP per job\n",
+			float64(noJobs)/float64(ops), float64(noops)/float64(ops))
+	}
+	perOp := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(ops) }
+	fmt.Fprintf(stdout, "generator cpu: %v, %.1fµs/op\n", self, perOp(self))
+	serverCPU := 0.0
+	if b.pid > 0 {
+		rss1, cpu1 := rssBytes(b.pid), cpuTime(b.pid)
+		serverCPU = perOp(cpu1 - cpu0)
+		fmt.Fprintf(stdout, "server rss: %d -> %d bytes, %.0f bytes/op; server cpu: %v, %.1fµs/op\n",
+			rss0, rss1, float64(rss1-rss0)/float64(ops), cpu1-cpu0, serverCPU)
+	}
+	// One line for scripts: rate, latencies in µs, CPU per operation in µs.
+	fmt.Fprintf(stdout, "summary ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f gen_cpu_us=%.2f\n",
+		rate, float64(h.quantile(0.50).Nanoseconds())/1e3, float64(h.quantile(0.99).Nanoseconds())/1e3,
+		serverCPU, perOp(self))
+	return nil
+}
+
+// runGoroutines drives each connection from its own goroutine with
+// blocking reads: the portable way, and the costlier one.
+func (b *gearmanBench) runGoroutines(workers []*benchWorker, clients []*benchClient) error {
+	errc := make(chan error, len(workers)+len(clients))
+	var wg, cwg sync.WaitGroup
+	drive := func(c benchConn, nc net.Conn) error {
+		r := codec.NewReader(bufio.NewReaderSize(flushReader{nc, c}, 64<<10), codec.Limits{})
+		for !c.done() {
+			f, err := r.ReadFrame()
+			if err != nil {
+				return err
+			}
+			if err := c.handle(&f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := drive(w, w.nc); err != nil && !b.stop.Load() {
+				errc <- err
+			}
+		}()
+	}
+	for _, c := range clients {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			if err := drive(c, c.nc); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	cwg.Wait()
+	b.stop.Store(true)
+	for _, w := range workers {
+		w.nc.Close()
 	}
 	wg.Wait()
 	select {
 	case err := <-errc:
 		return err
 	default:
-	}
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	slices.Sort(all)
-	pct := func(p float64) time.Duration {
-		if len(all) == 0 {
-			return 0
-		}
-		return all[min(len(all)-1, int(p*float64(len(all))))]
-	}
-	unit := "jobs"
-	if b.workload == "echo" {
-		unit = "echoes"
-	}
-	fmt.Fprintf(stdout, "workload=%s clients=%d workers=%d body=%d %s=%d elapsed=%.2fs %s/s=%.0f p50=%v p99=%v max=%v\n",
-		b.workload, b.clients, b.workers, b.bodySize, unit, len(all), elapsed.Seconds(),
-		unit, float64(len(all))/elapsed.Seconds(), pct(0.50), pct(0.99), pct(1))
-	if b.workers > 0 && len(all) > 0 {
-		fmt.Fprintf(stdout, "workers got %.2f NO_JOB and %.2f NOOP per job\n",
-			float64(b.noJobs.Load())/float64(len(all)), float64(b.noops.Load())/float64(len(all)))
-	}
-	if b.pid > 0 && len(all) > 0 {
-		rss1, cpu1 := rssBytes(b.pid), cpuTime(b.pid)
-		fmt.Fprintf(stdout, "server rss: %d -> %d bytes, %.0f bytes/op; server cpu: %v, %.1fµs/op\n",
-			rss0, rss1, float64(rss1-rss0)/float64(len(all)), cpu1-cpu0,
-			float64((cpu1-cpu0).Microseconds())/float64(len(all)))
 	}
 	return nil
 }
@@ -183,124 +260,161 @@ func (b *gearmanBench) next() bool {
 	return !b.stop.Load()
 }
 
-// client runs one connection's closed loop and returns its latencies.
-func (b *gearmanBench) client(nc net.Conn) ([]time.Duration, error) {
-	r := codec.NewReader(nc, codec.Limits{})
-	var out []byte
-	fn := []byte(b.function)
-	lat := make([]time.Duration, 0, 1<<16)
-	for b.next() {
-		out = out[:0]
-		switch b.workload {
-		case "fg":
-			out = codec.AppendPacket(out, codec.Req, codec.SubmitJob, fn, nil, b.body)
-		case "bg":
-			out = codec.AppendPacket(out, codec.Req, codec.SubmitJobBg, fn, nil, b.body)
-		case "echo":
-			out = codec.AppendPacket(out, codec.Req, codec.EchoReq, b.body)
-		}
-		t0 := time.Now()
-		if _, err := nc.Write(out); err != nil {
-			return lat, err
-		}
-		for done := false; !done; {
-			f, err := r.ReadFrame()
-			if err != nil {
-				return lat, err
-			}
-			switch f.Packet.Type {
-			case codec.JobCreated:
-				done = b.workload == "bg"
-			case codec.EchoRes, codec.WorkComplete:
-				done = true
-			case codec.WorkFail, codec.WorkException, codec.Error:
-				return lat, fmt.Errorf("client got %s", f.String())
-			}
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	return lat, nil
+// flushReader is a connection as seen by a bufio.Reader: before it reads
+// (that is, when everything received so far has been handled) it writes
+// the requests queued meanwhile, so a batch of replies costs one read and
+// the requests they trigger one write.
+type flushReader struct {
+	nc net.Conn
+	c  benchConn
 }
 
-// worker grabs jobs and completes them at once; the completion and the
-// next GRAB_JOB go out in one write.
-func (b *gearmanBench) worker(nc net.Conn) error {
-	r := codec.NewReader(nc, codec.Limits{})
-	w := bufio.NewWriter(nc)
-	result := []byte("ok")
-	var buf []byte
-	buf = codec.AppendPacket(buf, codec.Req, codec.CanDo, []byte(b.function))
-	buf = codec.AppendPacket(buf, codec.Req, codec.GrabJob)
-	w.Write(buf)
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	for {
-		f, err := r.ReadFrame()
-		if err != nil {
-			return err
-		}
-		buf = buf[:0]
-		switch f.Packet.Type {
-		case codec.JobAssign:
-			buf = codec.AppendPacket(buf, codec.Req, codec.WorkComplete, f.Packet.Args[0], result)
-			buf = codec.AppendPacket(buf, codec.Req, codec.GrabJob)
-		case codec.NoJob:
-			b.noJobs.Add(1)
-			buf = codec.AppendPacket(buf, codec.Req, codec.PreSleep)
-		case codec.Noop:
-			b.noops.Add(1)
-			buf = codec.AppendPacket(buf, codec.Req, codec.GrabJob)
-		default:
-			return fmt.Errorf("worker got %s", f.String())
-		}
-		w.Write(buf)
-		if r.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return err
-			}
+// Read writes what is queued, then reads.
+func (f flushReader) Read(p []byte) (int, error) {
+	if out := f.c.output(); len(out) > 0 {
+		if _, err := f.nc.Write(out); err != nil {
+			return 0, err
 		}
 	}
+	return f.nc.Read(p)
 }
 
-// cpuTime reads a process's user+system CPU time from /proc, or 0.
-func cpuTime(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the whole line, in clock ticks (100/s).
-	s := string(data)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+// benchConn is one generator connection's protocol state, driven either
+// by a goroutine (runGoroutines) or by an event loop (runLoops).
+type benchConn interface {
+	// handle takes one frame from the server and queues what answers it.
+	handle(f *codec.Frame) error
+	// output returns the requests queued so far, emptying the queue; the
+	// slice is valid until the next handle.
+	output() []byte
+	// done reports whether the connection has nothing more to do.
+	done() bool
+	conn() net.Conn
 }
 
-// rssBytes reads a process's resident set size from /proc, or 0.
-func rssBytes(pid int) int64 {
-	if pid <= 0 {
-		return 0
+// pending is one outstanding request of a client.
+type pending struct {
+	start  time.Duration // since b.started
+	handle [codec.DefaultMaxHandleSize + 1]byte
+	hlen   int // 0 until JOB_CREATED
+}
+
+// benchClient is one client connection's closed loop: it keeps b.window
+// requests in flight and records each one's latency: submit to
+// WORK_COMPLETE (fg), to JOB_CREATED (bg) or to ECHO_RES.
+type benchClient struct {
+	b        *gearmanBench
+	nc       net.Conn
+	out      []byte
+	inflight []pending // oldest first; replies to own requests come in order
+	created  int       // fg: inflight[:created] have their handle
+	hist     hdrHist
+}
+
+func (b *gearmanBench) newClient(nc net.Conn) *benchClient {
+	c := &benchClient{b: b, nc: nc, out: make([]byte, 0, len(b.request)*b.window), inflight: make([]pending, 0, b.window)}
+	for len(c.inflight) < b.window && c.issue() {
 	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
+	return c
+}
+
+func (c *benchClient) conn() net.Conn { return c.nc }
+func (c *benchClient) done() bool     { return len(c.inflight) == 0 }
+
+func (c *benchClient) output() []byte {
+	o := c.out
+	c.out = c.out[:0]
+	return o
+}
+
+// issue queues the next request unless the run is over.
+func (c *benchClient) issue() bool {
+	if !c.b.next() {
+		return false
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb * 1024
+	c.out = append(c.out, c.b.request...)
+	c.inflight = append(c.inflight, pending{start: time.Since(c.b.started)})
+	return true
+}
+
+// finish records request i and replaces it.
+func (c *benchClient) finish(i int) {
+	c.hist.record(time.Since(c.b.started) - c.inflight[i].start)
+	c.inflight = append(c.inflight[:i], c.inflight[i+1:]...)
+	c.issue()
+}
+
+func (c *benchClient) handle(f *codec.Frame) error {
+	switch f.Packet.Type {
+	case codec.JobCreated:
+		if c.b.workload == "bg" {
+			c.finish(0)
+			return nil
 		}
+		if c.created == len(c.inflight) {
+			return fmt.Errorf("client got an unexpected JOB_CREATED")
+		}
+		p := &c.inflight[c.created]
+		p.hlen = copy(p.handle[:], f.Packet.Arg(0))
+		c.created++
+	case codec.EchoRes:
+		c.finish(0)
+	case codec.WorkComplete:
+		hd := f.Packet.Arg(0)
+		i := 0
+		for i < c.created && !bytes.Equal(c.inflight[i].handle[:c.inflight[i].hlen], hd) {
+			i++
+		}
+		if i == c.created {
+			return fmt.Errorf("client got WORK_COMPLETE for unknown handle %q", hd)
+		}
+		c.created--
+		c.finish(i)
+	case codec.WorkFail, codec.WorkException, codec.Error:
+		return fmt.Errorf("client got %s", f.String())
 	}
-	return 0
+	return nil
+}
+
+// benchWorker grabs jobs and completes them at once, like a real worker:
+// the completion and the next GRAB_JOB go out in one write; after NO_JOB
+// it sends PRE_SLEEP and grabs again when woken by NOOP.
+type benchWorker struct {
+	nc     net.Conn
+	out    []byte
+	result []byte
+	stats  workerStats
+}
+
+func (b *gearmanBench) newWorker(nc net.Conn) *benchWorker {
+	w := &benchWorker{nc: nc, result: []byte("ok")}
+	w.out = codec.AppendPacket(w.out, codec.Req, codec.CanDo, []byte(b.function))
+	w.out = codec.AppendPacket(w.out, codec.Req, codec.GrabJob)
+	return w
+}
+
+func (w *benchWorker) conn() net.Conn { return w.nc }
+func (w *benchWorker) done() bool     { return false }
+
+func (w *benchWorker) output() []byte {
+	o := w.out
+	w.out = w.out[:0]
+	return o
+}
+
+func (w *benchWorker) handle(f *codec.Frame) error {
+	switch f.Packet.Type {
+	case codec.JobAssign:
+		w.out = codec.AppendPacket(w.out, codec.Req, codec.WorkComplete, f.Packet.Arg(0), w.result)
+		w.out = codec.AppendPacket(w.out, codec.Req, codec.GrabJob)
+	case codec.NoJob:
+		w.stats.noJobs++
+		w.out = codec.AppendPacket(w.out, codec.Req, codec.PreSleep)
+	case codec.Noop:
+		w.stats.noops++
+		w.out = codec.AppendPacket(w.out, codec.Req, codec.GrabJob)
+	default:
+		return fmt.Errorf("worker got %s", f.String())
+	}
+	return nil
 }

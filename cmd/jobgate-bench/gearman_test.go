@@ -26,15 +26,23 @@ func TestGearmanWorkloads(t *testing.T) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	for _, tc := range []struct{ workload, want string }{
-		{"fg", "jobs=300 "},
-		{"bg", "jobs=300 "},
-		{"echo", "echoes=300 "},
+	for _, tc := range []struct {
+		workload, want string
+		flags          []string
+	}{
+		{"fg", "jobs=300 ", nil},
+		{"fg", "jobs=300 ", []string{"-window", "4", "-loops", "2"}},
+		{"fg", "jobs=300 ", []string{"-goroutines", "-window", "3"}},
+		{"bg", "jobs=300 ", nil},
+		{"bg", "jobs=300 ", []string{"-goroutines"}},
+		{"echo", "echoes=300 ", []string{"-window", "5"}},
+		{"echo", "echoes=300 ", []string{"-goroutines"}},
 	} {
 		var out, errb bytes.Buffer
-		code := runGearman([]string{"-addr", l.Addr().String(), "-workload", tc.workload, "-n", "300", "-clients", "4", "-body-size", "10"}, &out, &errb)
+		args := append([]string{"-addr", l.Addr().String(), "-workload", tc.workload, "-n", "300", "-clients", "4", "-body-size", "10"}, tc.flags...)
+		code := runGearman(args, &out, &errb)
 		if code != 0 || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), "p99=") {
-			t.Fatalf("%s: code %d\nstdout: %s\nstderr: %s", tc.workload, code, out.String(), errb.String())
+			t.Fatalf("%s %v: code %d\nstdout: %s\nstderr: %s", tc.workload, tc.flags, code, out.String(), errb.String())
 		}
 	}
 	var out, errb bytes.Buffer

@@ -116,6 +116,7 @@ type Engine struct {
 	timerAt   int64                // guarded by mu; when timer fires (unix ns)
 	timerGen  uint64               // guarded by mu; identifies the armed timer
 	freeAtt   []*attach            // guarded by mu; recycled attachments
+	freeJobs  []*job               // guarded by mu; recycled jobs (see newJob)
 	pkt       codec.Packet         // guarded by mu; scratch for Output calls
 	args      [6][]byte            // guarded by mu; scratch Args backing
 	scratch   []byte               // guarded by mu; scratch for formatted numbers/handles

@@ -41,20 +41,16 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 	if max := f.maxQueue[prio]; max > 0 && f.total() >= max {
 		return nil, submitFull
 	}
-	buf := make([]byte, len(unique)+len(data))
-	copy(buf, unique)
-	copy(buf[len(unique):], data)
+	j := e.newJob(len(unique) + len(data))
+	copy(j.buf, unique)
+	copy(j.buf[len(unique):], data)
 	e.lastID++
-	j := &job{
-		id:      e.lastID,
-		fn:      f,
-		buf:     buf,
-		ulen:    uint8(len(unique)),
-		prio:    prio,
-		tidx:    -1,
-		bg:      client == nil,
-		dataKey: dataKey,
-	}
+	j.id = e.lastID
+	j.fn = f
+	j.ulen = uint8(len(unique))
+	j.prio = prio
+	j.bg = client == nil
+	j.dataKey = dataKey
 	if len(reducer) > 0 { // an empty reducer is a plain job, as in gearmand
 		r := string(reducer)
 		j.reducer = &r
@@ -220,6 +216,42 @@ func (e *Engine) finishJob(j *job) {
 		a = next
 	}
 	j.clients = nil
+	e.freeJob(j)
+}
+
+// Recycling finished jobs and their buffers saves the two allocations a
+// job otherwise costs, and the garbage collection they cause, when jobs
+// come and go at a steady rate. Only small jobs are kept, and at most
+// maxFreeJobs of them.
+const (
+	maxFreeJobs   = 1024
+	maxFreeJobBuf = 1024
+)
+
+// newJob returns a zeroed job (tidx -1) whose buf has length n.
+func (e *Engine) newJob(n int) *job {
+	if k := len(e.freeJobs); k > 0 {
+		j := e.freeJobs[k-1]
+		e.freeJobs[k-1] = nil
+		e.freeJobs = e.freeJobs[:k-1]
+		if cap(j.buf) >= n {
+			j.buf = j.buf[:n]
+		} else {
+			j.buf = make([]byte, n)
+		}
+		return j
+	}
+	return &job{buf: make([]byte, n), tidx: -1}
+}
+
+// freeJob recycles j, which no index, queue, heap or session refers to any
+// more.
+func (e *Engine) freeJob(j *job) {
+	if len(e.freeJobs) >= maxFreeJobs || cap(j.buf) > maxFreeJobBuf {
+		return
+	}
+	*j = job{buf: j.buf[:0], tidx: -1}
+	e.freeJobs = append(e.freeJobs, j)
 }
 
 // dropUnique removes j from its function's coalescing index.

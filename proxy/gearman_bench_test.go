@@ -1,0 +1,61 @@
+package proxy
+
+import (
+	"net"
+	"testing"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+)
+
+// BenchmarkGearmanServerForeground runs foreground jobs one at a time
+// through a real server on loopback: submit, grab, complete, with the
+// client and the worker in the benchmark goroutine. allocs/op counts the
+// whole process, the server's share included. Profile the server with
+// -cpuprofile. ns/op is a latency, mostly the kernel's loopback TCP and
+// thread wakeups; it does not rank the two modes, since with client and
+// server in one process the goroutine mode can hand each packet over
+// without waking another thread, which separate processes cannot.
+func BenchmarkGearmanServerForeground(b *testing.B) {
+	for _, goroutines := range []bool{false, true} {
+		name := "loop"
+		if goroutines {
+			name = "goroutines"
+		}
+		b.Run(name, func(b *testing.B) {
+			addr := startJobgateGearmanServer(b, GearmanConfig{Engine: gearmanConfigForTest(), Goroutines: goroutines})
+			dial := func() (net.Conn, *codec.Reader) {
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { nc.Close() })
+				return nc, codec.NewReader(nc, codec.Limits{})
+			}
+			c, cr := dial()
+			w, wr := dial()
+			expect := func(r *codec.Reader, t codec.Type) codec.Frame {
+				f, err := r.ReadFrame()
+				if err != nil || f.Packet.Type != t {
+					b.Fatalf("want %v, got %v %v", t, f.String(), err)
+				}
+				return f
+			}
+			fn := []byte("bench")
+			w.Write(codec.AppendPacket(nil, codec.Req, codec.CanDo, fn))
+			submit := codec.AppendPacket(nil, codec.Req, codec.SubmitJob, fn, nil, make([]byte, 100))
+			grab := codec.AppendPacket(nil, codec.Req, codec.GrabJob)
+			var out []byte
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c.Write(submit)
+				expect(cr, codec.JobCreated)
+				w.Write(grab)
+				f := expect(wr, codec.JobAssign)
+				out = codec.AppendPacket(out[:0], codec.Req, codec.WorkComplete, f.Packet.Arg(0), fn)
+				w.Write(out)
+				expect(cr, codec.WorkComplete)
+			}
+		})
+	}
+}

@@ -1,0 +1,385 @@
+//go:build linux
+
+package proxy
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/internal/epoll"
+)
+
+// gearmanLoop serves every TCP connection of a GearmanServer from one
+// goroutine over epoll, the way gearmand --threads=0 does with libevent.
+//
+// Why: with a goroutine per connection, each Gearman job (client submit,
+// worker grab, worker complete) costs two goroutine wakeups through the
+// runtime's poller, a read that only returns EAGAIN before each park, and
+// the thread sleeps and wakeups of a scheduler whose Ps run dry between
+// packets. Profiles showed that bookkeeping costing more CPU than the
+// protocol. The loop reads each ready socket once (level-triggered epoll
+// calls it again if more is waiting), hands the frames to the engine, and
+// after the whole batch of ready sockets writes each connection that got
+// output with one write: replies to its own requests and packets other
+// connections caused (JOB_ASSIGN, WORK_COMPLETE, NOOP) alike.
+//
+// Ownership: the loop goroutine owns conns, free, the dirty batch it
+// flushes, and each loop connection's reader, fd and closed flag. Other
+// goroutines (the engine's timer, Shutdown, Serve) reach it only through
+// l.mu and the eventfd. Lock order: engine lock, gearmanConn.mu,
+// gearmanLoop.mu.
+type gearmanLoop struct {
+	srv  *GearmanServer
+	poll *epoll.Poller
+	wake *epoll.EventFD
+
+	conns []*gearmanConn // loop only; by slot, which is the epoll event id
+	free  []int32        // loop only; unused slots
+	batch []*gearmanConn // loop only; the dirty list being flushed
+	evs   [256]syscall.EpollEvent
+
+	mu       sync.Mutex
+	adds     []*gearmanConn // guarded by mu; accepted, not yet registered
+	dirty    []*gearmanConn // guarded by mu; connections with output or a close request
+	stopping bool           // guarded by mu; Shutdown called
+	exited   bool           // guarded by mu; the loop has closed everything
+}
+
+// wakeID is the epoll id of the eventfd; connection slots are >= 0.
+const wakeID = -1
+
+// errWouldBlock tells a loop connection's Reader that the socket has been
+// read once for this readiness event: the frames buffered so far are all
+// there is until epoll reports it again.
+var errWouldBlock = errors.New("gearman: would block")
+
+// startGearmanLoop opens the poller and starts the loop goroutine.
+func startGearmanLoop(s *GearmanServer) (*gearmanLoop, error) {
+	p, err := epoll.New()
+	if err != nil {
+		return nil, err
+	}
+	w, err := epoll.NewEventFD()
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	if err := p.Add(w.FD(), epoll.In, wakeID); err != nil {
+		p.Close()
+		w.Close()
+		return nil, err
+	}
+	l := &gearmanLoop{srv: s, poll: p, wake: w}
+	s.wg.Add(1)
+	go l.run()
+	return l, nil
+}
+
+// adopt takes an accepted TCP connection into the loop; false leaves it to
+// a goroutine pair (its socket could not be taken over).
+func (l *gearmanLoop) adopt(c *gearmanConn) bool {
+	tc, ok := c.nc.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	})
+	if !ok {
+		return false
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	fd, err := epoll.DupConn(rc.Control)
+	if err != nil {
+		return false
+	}
+	// The duplicate keeps the socket open; closing the original takes it
+	// out of the runtime's poller, which would otherwise wake a thread
+	// for every packet that arrives.
+	c.nc.Close()
+	c.fd = fd
+	c.loop = l
+	c.rd = codec.NewReader(loopInput{c}, l.srv.cfg.Limits)
+	return true
+}
+
+// add hands a new loop connection to the loop goroutine.
+func (l *gearmanLoop) add(c *gearmanConn) {
+	l.mu.Lock()
+	if l.exited {
+		l.mu.Unlock()
+		c.sess.Close()
+		syscall.Close(c.fd)
+		l.srv.removeConn(c)
+		l.srv.wg.Done()
+		return
+	}
+	l.adds = append(l.adds, c)
+	l.mu.Unlock()
+	l.wake.Signal()
+}
+
+// markDirty queues c for the loop's next flush. Called with c.mu released,
+// from the loop (during Handle) or any other goroutine; those must call
+// kick afterwards (GearmanServer.flushDirty does).
+func (l *gearmanLoop) markDirty(c *gearmanConn) {
+	l.mu.Lock()
+	l.dirty = append(l.dirty, c)
+	l.mu.Unlock()
+}
+
+// kick wakes the loop if another goroutine left it work.
+func (l *gearmanLoop) kick() {
+	l.mu.Lock()
+	work := len(l.dirty) > 0
+	l.mu.Unlock()
+	if work {
+		l.wake.Signal()
+	}
+}
+
+// stop makes the loop close every connection and end.
+func (l *gearmanLoop) stop() {
+	l.mu.Lock()
+	l.stopping = true
+	l.mu.Unlock()
+	l.wake.Signal()
+}
+
+// run is the loop goroutine.
+func (l *gearmanLoop) run() {
+	defer l.srv.wg.Done()
+	for {
+		n, err := l.poll.Wait(l.evs[:], -1)
+		if err != nil {
+			l.srv.log.Error("gearman epoll", "err", err)
+		}
+		for i := 0; i < n; i++ {
+			ev := &l.evs[i]
+			if ev.Fd == wakeID {
+				l.wake.Drain()
+				continue
+			}
+			c := l.conns[ev.Fd]
+			if c == nil {
+				continue
+			}
+			if ev.Events&epoll.Out != 0 {
+				l.write(c)
+			}
+			if ev.Events&(epoll.In|epoll.Err) != 0 && !c.closed {
+				l.read(c)
+			}
+		}
+		if l.housekeep() {
+			return
+		}
+	}
+}
+
+// housekeep registers new connections, writes what the batch produced,
+// and on shutdown closes everything; true when the loop must end.
+func (l *gearmanLoop) housekeep() bool {
+	l.mu.Lock()
+	adds := l.adds
+	l.adds = nil
+	stopping := l.stopping
+	l.mu.Unlock()
+	for _, c := range adds {
+		l.register(c)
+	}
+	l.flush()
+	// Goroutine connections this batch gave output to.
+	l.srv.flushGoroutineDirty()
+	if !stopping {
+		return false
+	}
+	for _, c := range l.conns {
+		if c != nil {
+			l.close(c)
+		}
+	}
+	l.flush()
+	l.mu.Lock()
+	l.exited = true
+	adds = l.adds
+	l.adds = nil
+	l.mu.Unlock()
+	for _, c := range adds {
+		l.register(c)
+		l.close(c)
+	}
+	l.poll.Close()
+	l.wake.Close()
+	return true
+}
+
+// register adds c to the poller.
+func (l *gearmanLoop) register(c *gearmanConn) {
+	if n := len(l.free); n > 0 {
+		c.slot = l.free[n-1]
+		l.free = l.free[:n-1]
+	} else {
+		c.slot = int32(len(l.conns))
+		l.conns = append(l.conns, nil)
+	}
+	l.conns[c.slot] = c
+	if err := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); err != nil {
+		l.srv.log.Debug("gearman epoll add", "err", err)
+		l.close(c)
+	}
+}
+
+// flush writes the output of every connection marked dirty, and closes
+// those asked to close. Writes done here may mark more (a closing session
+// fails its jobs' clients), so it runs until the list is empty.
+func (l *gearmanLoop) flush() {
+	for {
+		l.mu.Lock()
+		batch := l.dirty
+		l.dirty = l.batch[:0]
+		l.mu.Unlock()
+		if len(batch) == 0 {
+			l.batch = batch
+			return
+		}
+		for i, c := range batch {
+			batch[i] = nil
+			if c.closed {
+				continue
+			}
+			if c.closeReq.Load() {
+				l.close(c)
+				continue
+			}
+			l.write(c)
+		}
+		l.batch = batch[:0]
+	}
+}
+
+// write sends what c has queued with one non-blocking write; the rest
+// waits for EPOLLOUT. c.mu is held across the write so that bytes queued
+// by other goroutines meanwhile stay in order behind it.
+func (l *gearmanLoop) write(c *gearmanConn) {
+	if c.closed {
+		return
+	}
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		l.close(c)
+		return
+	}
+	n, err := epoll.Write(c.fd, c.out)
+	if err != nil {
+		c.dead = true
+		c.out = c.out[:0]
+		c.mu.Unlock()
+		l.close(c)
+		return
+	}
+	c.out = c.out[:copy(c.out, c.out[n:])]
+	rest := len(c.out)
+	if cap(c.out) > 1<<20 && rest == 0 {
+		c.out = nil // drop a buffer a burst grew
+	}
+	c.mu.Unlock()
+	if want := rest > 0; want != c.wantOut {
+		ev := uint32(epoll.In | epoll.Err)
+		if want {
+			ev |= epoll.Out
+		}
+		if l.poll.Mod(c.fd, ev, c.slot) == nil {
+			c.wantOut = want
+		}
+	}
+}
+
+// read reads c's socket once and runs every complete frame.
+func (l *gearmanLoop) read(c *gearmanConn) {
+	c.canRead = true
+	for {
+		f, err := c.rd.ReadFrame()
+		if err == errWouldBlock {
+			return
+		}
+		if err != nil {
+			if c.passOversized(err, &f) {
+				err = nil
+			} else if !c.protocolError(err) {
+				l.close(c)
+				return
+			} else {
+				continue
+			}
+		}
+		switch f.Kind {
+		case codec.KindPacket:
+			err = c.sess.Handle(&f.Packet)
+		case codec.KindText:
+			err = c.sess.HandleText(f.Text)
+		}
+		if err != nil || c.closeReq.Load() {
+			l.close(c)
+			return
+		}
+	}
+}
+
+// close ends a loop connection: its session closes (which may queue
+// packets for others), its last replies get one write, and the socket is
+// closed.
+func (l *gearmanLoop) close(c *gearmanConn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.sess.Close()
+	c.mu.Lock()
+	if !c.dead && len(c.out) > 0 {
+		epoll.Write(c.fd, c.out)
+	}
+	c.dead = true
+	c.out = nil
+	c.mu.Unlock()
+	l.poll.Del(c.fd)
+	syscall.Close(c.fd)
+	l.conns[c.slot] = nil
+	l.free = append(l.free, c.slot)
+	l.srv.removeConn(c)
+	l.srv.wg.Done()
+}
+
+// closeFD closes a loop connection's socket that never reached the loop.
+func (c *gearmanConn) closeFD() {
+	if c.fd >= 0 {
+		syscall.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// loopInput is a loop connection's socket as its Reader sees it: one read
+// per readiness event, then errWouldBlock.
+type loopInput struct{ c *gearmanConn }
+
+// Read reads once from the socket.
+func (r loopInput) Read(p []byte) (int, error) {
+	c := r.c
+	if !c.canRead {
+		return 0, errWouldBlock
+	}
+	c.canRead = false
+	n, err := epoll.Read(c.fd, p)
+	switch {
+	case err == syscall.EAGAIN:
+		return 0, errWouldBlock
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
