@@ -2,16 +2,10 @@ package upstream
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
-	"math/big"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/codec/gearman"
@@ -23,28 +17,9 @@ import (
 // would. It returns its address and a client configuration trusting it.
 func tlsFront(t *testing.T, addr string) (string, *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, roots := testutil.SelfSigned(t, "upstream test")
 	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		Certificates: []tls.Certificate{cert},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +43,6 @@ func tlsFront(t *testing.T, addr string) (string, *tls.Config) {
 			go func() { _, _ = io.Copy(c, up); c.Close() }()
 		}
 	}()
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
 	return l.Addr().String(), &tls.Config{RootCAs: roots}
 }
 
