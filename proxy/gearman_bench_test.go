@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/journal"
 )
 
 // BenchmarkGearmanServerForeground runs foreground jobs one at a time
@@ -59,3 +60,52 @@ func BenchmarkGearmanServerForeground(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGearmanServerBackgroundSubmit measures background submits per
+// second through the event-loop server with each journal policy, and
+// without a journal: 16 clients on their own connections, each waiting
+// for its JOB_CREATED before the next submit. Under Always each
+// JOB_CREATED waits for an fsync, shared by the submits that arrive
+// meanwhile (group commit). No speed is asserted; compare the jobs/s.
+func BenchmarkGearmanServerBackgroundSubmit(b *testing.B) {
+	policies := []struct {
+		name string
+		sync *journal.SyncPolicy
+	}{
+		{"memory", nil},
+		{"never", &journal.Never},
+		{"interval", ptr(journal.Interval(0))},
+		{"always", &journal.Always},
+	}
+	for _, pol := range policies {
+		b.Run(pol.name, func(b *testing.B) {
+			cfg := gearmanConfigForTest()
+			if pol.sync != nil {
+				cfg.Journal = openTestJournal(b, b.TempDir(), *pol.sync)
+			}
+			addr := startJobgateGearmanServer(b, GearmanConfig{Engine: cfg})
+			submit := codec.AppendPacket(nil, codec.Req, codec.SubmitJobBg, []byte("bench"), nil, make([]byte, 100))
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				nc, err := net.Dial("tcp", addr)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer nc.Close()
+				r := codec.NewReader(nc, codec.Limits{})
+				for pb.Next() {
+					nc.Write(submit)
+					if f, err := r.ReadFrame(); err != nil || f.Packet.Type != codec.JobCreated {
+						b.Errorf("submit: %v %v", f.String(), err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -33,7 +33,10 @@ func (c flushingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 // GearmanConfig configures a GearmanServer.
 type GearmanConfig struct {
 	// Engine configures the in-process job engine. Its Shutdown field is
-	// set by the server (see OnShutdown).
+	// set by the server (see OnShutdown). Set its Journal (from
+	// gearman.OpenJournal) to make background jobs durable: the server then
+	// sends JOB_CREATED once the job's record is durable, without ever
+	// waiting for the disk on a goroutine that serves connections.
 	Engine gearman.Config
 	// Limits bound what clients may send (zero fields take the codec's
 	// defaults).
@@ -139,6 +142,13 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 	// Packets the engine's timer sends (epoch jobs, timeouts) are written
 	// when the timer function returns.
 	ecfg.Clock = flushingClock{ecfg.Clock, s}
+	// Replies the engine releases once journal records are durable are
+	// written by its completer goroutine; wake the event loop for them.
+	if notify := ecfg.Notify; notify != nil {
+		ecfg.Notify = func() { notify(); s.flushDirty() }
+	} else {
+		ecfg.Notify = s.flushDirty
+	}
 	ecfg.Shutdown = nil
 	if cfg.OnShutdown != nil {
 		ecfg.Shutdown = s.adminShutdown

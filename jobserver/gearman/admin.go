@@ -130,7 +130,8 @@ func (s *Session) adminLocked(args [][]byte) (shutdown, graceful bool) {
 	case argc >= 3 && is(cmd, "cancel"):
 		switch {
 		case argc == 3 && is(args[1], "job"):
-			if e.cancel(args[2]) {
+			if ok, gate := e.cancel(args[2]); ok {
+				s.wait(gate) // OK once the cancellation is durable
 				b = append(b, textOK...)
 			} else {
 				b = append(b, textUnknownJob...)
@@ -163,7 +164,7 @@ func (s *Session) adminLocked(args [][]byte) (shutdown, graceful bool) {
 	default:
 		b = codec.AppendAdminUnknownCommand(b, cmd)
 	}
-	s.out.WriteText(b)
+	e.writeText(s, b)
 	e.text = b[:0]
 	if cap(b) > 64<<10 {
 		e.text = nil // do not keep a huge "show jobs" listing
@@ -199,14 +200,15 @@ func (e *Engine) sortedJobs() []*job {
 // cancel runs admin "cancel job": the clients get WORK_FAIL and stop
 // waiting; a queued job is removed, a running one is dropped when its
 // worker finishes or gives it back.
-func (e *Engine) cancel(h []byte) bool {
+func (e *Engine) cancel(h []byte) (ok bool, gate uint64) {
 	j := e.lookup(h)
 	if j == nil {
-		return false
+		return false, 0
 	}
 	e.failClients(j)
 	if j.state == stateRunning {
 		j.cancelled = true
+		gate = e.journalDelete(j) // the job is dead even if its worker completes it
 		e.dropUnique(j)
 		for j.clients != nil {
 			a := j.clients
@@ -214,10 +216,9 @@ func (e *Engine) cancel(h []byte) bool {
 			a.s.unlinkAttach(a)
 			e.freeAttach(a)
 		}
-		return true
+		return true, gate
 	}
-	e.finishJob(j)
-	return true
+	return true, e.finishJob(j)
 }
 
 // dropFunction runs admin "drop function": only a function with no workers

@@ -9,15 +9,24 @@
 // the session writes what it answers, and what other sessions' actions cause
 // (NOOP, WORK_*), to the Output given at NewSession.
 //
+// Persistence: with Config.Journal set (OpenJournal), background jobs are
+// journaled before they are acknowledged and restored by New; see
+// persist.go for the records and held.go for how JOB_CREATED waits for the
+// disk without a request ever waiting for it.
+//
 // Concurrency: one mutex (Engine.mu) guards every job, function and session
 // field marked "guarded by e.mu". Output methods are called with that mutex
 // held; they must not call back into the engine. The clock's timer callback
-// takes the mutex like any session call.
+// and the journal completer goroutine take the mutex like any session call.
+// Lock order: FileJournal.mu, then Engine.mu, then the journal's own lock
+// (AppendAsync is called under Engine.mu; compaction calls the engine's
+// snapshot with no journal lock held).
 package gearman
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -67,14 +76,27 @@ type Config struct {
 	// the server decides. Nil disables the commands: they then answer
 	// ERR UNKNOWN_COMMAND like gearmand 1.1.
 	Shutdown func(graceful bool)
+	// Journal, when set, makes background jobs durable (see persist.go):
+	// New restores the jobs it holds, every background job is journaled
+	// before its JOB_CREATED goes out, and its removal is journaled too.
+	// Nil (the default) keeps jobs in memory only, at no cost. The engine
+	// does not close it; close it after Stop.
+	Journal Journal
+	// Notify, when set, is called without the engine lock after the engine
+	// wrote to Outputs from a goroutine of its own (the completer, once
+	// journal records are durable), so the server can send what it wrote.
+	// Output written from the clock's timer functions is not covered: the
+	// server wraps the Clock for those.
+	Notify func()
 }
 
 // Output receives what the engine sends to one session: replies to its own
 // requests, in request order, and async packets caused by other sessions
 // (NOOP, WORK_DATA, WORK_WARNING, WORK_STATUS, WORK_COMPLETE, WORK_FAIL,
 // WORK_EXCEPTION). The engine calls it with its lock held, from whichever
-// goroutine caused the packet: implementations must be quick, must not block
-// and must not call into the engine. The packet, its Args and the text are
+// goroutine caused the packet (or, for output that waited for the journal,
+// from its completer goroutine, followed by Config.Notify): implementations
+// must be quick, must not block and must not call into the engine. The packet, its Args and the text are
 // valid only during the call; copy or encode them at once.
 type Output interface {
 	// WritePacket sends a binary response packet (Magic is codec.Res).
@@ -122,6 +144,19 @@ type Engine struct {
 	scratch   []byte               // guarded by mu; scratch for formatted numbers/handles
 	text      []byte               // guarded by mu; scratch for admin replies
 	shutdownQ bool                 // guarded by mu; a shutdown callback is pending
+
+	// Persistence (persist.go, held.go); unused without a journal.
+	jr            Journal    // cfg.Journal
+	snap          []byte     // guarded by mu; scratch for encoded records
+	flights       []flight   // guarded by mu; batches being written, oldest first
+	flightSeq     uint64     // guarded by mu; number of the newest flight
+	doneSeq       uint64     // guarded by mu; every flight up to this one is retired
+	failedSeq     uint64     // guarded by mu; the first flight that failed (MaxUint64: none)
+	pendingJobs   jobList    // guarded by mu; journaled jobs waiting for their flight, by id
+	heldSess      []*Session // guarded by mu; sessions with held output
+	fcond         sync.Cond  // on mu; signalled when flights becomes non-empty, and at Stop
+	stopping      bool       // guarded by mu; Stop was called
+	completerDone chan struct{}
 }
 
 // New returns an Engine with cfg's defaults filled in, or an error for an
@@ -168,18 +203,36 @@ func New(cfg Config) (*Engine, error) {
 		jobs:   make(map[uint64]*job),
 	}
 	e.pkt.Magic = codec.Res
+	e.failedSeq = math.MaxUint64
+	e.fcond.L = &e.mu
+	if cfg.Journal != nil {
+		e.jr = cfg.Journal
+		if err := e.restore(); err != nil {
+			e.Stop()
+			return nil, err
+		}
+		e.completerDone = make(chan struct{})
+		go e.runCompleter()
+	}
 	return e, nil
 }
 
-// Stop cancels the engine's timer. Jobs stay in memory; sessions should be
-// closed first.
+// Stop cancels the engine's timer and, with a journal, waits until the
+// records already appended are durable and their held replies released,
+// then ends the completer goroutine. Jobs stay in memory; sessions should
+// be closed first. Stop is idempotent.
 func (e *Engine) Stop() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil
 		e.timerGen++
+	}
+	e.stopping = true
+	e.fcond.Broadcast()
+	e.mu.Unlock()
+	if e.completerDone != nil {
+		<-e.completerDone
 	}
 }
 
@@ -219,8 +272,18 @@ func (e *Engine) function(name []byte) *function {
 	return f
 }
 
-// emit sends a packet of type t with args to s.
+// emit sends a packet of type t with args to s, or holds it behind s's
+// output that waits for the journal (held.go).
 func (e *Engine) emit(s *Session, t codec.Type, args ...[]byte) {
+	if e.gated(s) {
+		e.hold(s, heldItem{typ: t}, args, nil)
+		return
+	}
+	e.write(s, t, args...)
+}
+
+// write sends a packet of type t with args to s now.
+func (e *Engine) write(s *Session, t codec.Type, args ...[]byte) {
 	n := copy(e.args[:], args)
 	e.pkt.Type = t
 	e.pkt.Args = e.args[:n]
@@ -236,8 +299,11 @@ func (e *Engine) emitError(s *Session, code, text string) {
 }
 
 // handle appends j's handle to dst.
-func (e *Engine) handle(dst []byte, j *job) []byte {
-	return strconv.AppendUint(append(dst, e.prefix...), j.id, 10)
+func (e *Engine) handle(dst []byte, j *job) []byte { return e.handleID(dst, j.id) }
+
+// handleID appends the handle of job id to dst.
+func (e *Engine) handleID(dst []byte, id uint64) []byte {
+	return strconv.AppendUint(append(dst, e.prefix...), id, 10)
 }
 
 // lookup finds the live job with handle h.

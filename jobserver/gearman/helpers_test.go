@@ -60,7 +60,10 @@ var epoch0 = time.Date(2026, 3, 2, 10, 0, 30, 0, time.UTC) // a Monday
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	clk := clock.NewFake(epoch0)
+	clk, ok := cfg.Clock.(*clock.Fake)
+	if !ok {
+		clk = clock.NewFake(epoch0)
+	}
 	cfg.Clock = clk
 	if cfg.HandlePrefix == "" {
 		cfg.HandlePrefix = "H:t"
@@ -124,11 +127,32 @@ func (c *conn) expect(want ...string) {
 	}
 }
 
+// await waits until n things were received since the last check, and
+// returns them: with a journal, replies come from the completer goroutine.
+func (c *conn) await(n int) []string {
+	c.h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.rec.mu.Lock()
+		k := len(c.rec.got)
+		c.rec.mu.Unlock()
+		if k >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	got := c.rec.take()
+	if len(got) != n {
+		c.h.t.Fatalf("waited for %d packets, got %q", n, got)
+	}
+	return got
+}
+
 // submit sends a submit request and returns the handle from JOB_CREATED.
 func (c *conn) submit(t codec.Type, args ...string) string {
 	c.h.t.Helper()
 	c.send(t, args...)
-	got := c.rec.take()
+	got := c.await(1)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "JOB_CREATED ") {
 		c.h.t.Fatalf("submit: got %q", got)
 	}
@@ -142,8 +166,15 @@ func checkInvariants(t *testing.T, e *Engine) {
 	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	total := 0
+	total, pending := 0, 0
+	for j := e.pendingJobs.head; j != nil; j = j.next {
+		if j.state != statePending {
+			t.Errorf("job %d on the pending list in state %d", j.id, j.state)
+		}
+		pending++
+	}
 	for _, f := range e.funcList {
+		pending -= f.pending
 		sleepers := 0
 		for _, w := range f.workers {
 			if w.wakeable() {
@@ -166,6 +197,9 @@ func checkInvariants(t *testing.T, e *Engine) {
 			}
 		}
 		total += f.total()
+	}
+	if pending != 0 {
+		t.Errorf("pending list and function counts differ by %d", pending)
 	}
 	if total != len(e.jobs) {
 		t.Errorf("functions count %d jobs, index has %d", total, len(e.jobs))

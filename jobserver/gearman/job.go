@@ -19,6 +19,7 @@ const (
 	stateQueued  jobState = iota // in its function's ready queue
 	stateDelayed                 // in the timer heap until its epoch/scheduled time
 	stateRunning                 // held by a worker
+	statePending                 // journaled, waiting for its record to be durable (held.go)
 	stateGone                    // finished, failed, dropped or cancelled
 )
 
@@ -30,10 +31,11 @@ type job struct {
 	buf []byte    // unique id followed by the workload; never modified
 	// at is, while delayed or running, the deadline in unix ns (when the
 	// job becomes ready, or when its worker's CAN_DO_TIMEOUT expires; 0:
-	// none); while queued, the enqueue sequence number that orders jobs of
-	// one priority across functions.
+	// none); while pending, when it is to become ready (0: now); while
+	// queued, the enqueue sequence number that orders jobs of one priority
+	// across functions.
 	at        int64
-	prev      *job     // ready queue links
+	prev      *job     // ready queue (or pending list) links
 	next      *job     //
 	worker    *Session // while running
 	clients   *attach  // foreground clients, newest first
@@ -48,6 +50,7 @@ type job struct {
 	cancelled bool     // admin "cancel job" while running: drop on requeue
 	uniqKey   bool     // registered in fn.uniq
 	dataKey   bool     // the unique key is the workload (unique "-")
+	journaled bool     // the journal holds a Full record and no Delete of it
 }
 
 // unique returns the job's unique id.
@@ -102,6 +105,7 @@ type function struct {
 	queue    [numPrio]jobList
 	queued   [numPrio]int // jobs in each ready queue
 	delayed  int          // jobs waiting for their time (normal priority)
+	pending  int          // jobs waiting for their journal record
 	running  int          // jobs held by workers
 	maxQueue [numPrio]int // 0: unlimited
 	workers  []*Session   // sessions that registered the function
@@ -112,7 +116,7 @@ type function struct {
 
 // total is gearmand's job_total: every live job of the function.
 func (f *function) total() int {
-	return f.queued[0] + f.queued[1] + f.queued[2] + f.delayed + f.running
+	return f.queued[0] + f.queued[1] + f.queued[2] + f.delayed + f.pending + f.running
 }
 
 // hasReady reports whether a worker could grab a job of f now.

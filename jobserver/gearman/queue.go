@@ -5,9 +5,9 @@ import (
 )
 
 // This file holds every job state change: creation, queueing, delay,
-// assignment, requeue and removal. A journal hooks in here: submit for a
-// new background job (before the caller sends JOB_CREATED), finishJob when
-// a job is gone.
+// assignment, requeue and removal. The journal hooks in here: submit
+// journals a new background job (which stays pending until its record is
+// durable, see held.go), finishJob journals its removal.
 
 // submitResult tells the submitter what happened.
 type submitResult uint8
@@ -16,12 +16,15 @@ const (
 	submitCreated submitResult = iota // a new job
 	submitExists                      // coalesced onto an existing job
 	submitFull                        // maxqueue reached: QUEUE_ERROR
+	submitFailed                      // the journal refused the record: QUEUE_ERROR
 )
 
 // submit creates a job or finds the one it coalesces with. client is the
 // foreground submitter (nil for background). at is the unix ns time the job
-// becomes runnable (0: now).
-func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session, at int64, reducer []byte) (*job, submitResult) {
+// becomes runnable (0: now). gate is the journal flight the job's
+// acknowledgement must wait for (0: none): the new job's record, or the
+// record of the pending job it coalesced with.
+func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session, at int64, reducer []byte) (j *job, res submitResult, gate uint64) {
 	f := e.function(fnName)
 	dataKey := len(unique) == 1 && unique[0] == '-'
 	var key []byte
@@ -35,13 +38,27 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 			if client != nil {
 				e.attachClient(j, client)
 			}
-			return j, submitExists
+			switch {
+			case j.state == statePending:
+				gate = e.flightOf(j)
+			case client == nil && e.jr != nil && !j.journaled:
+				// A background submit coalesced onto a foreground job:
+				// it now has an owner that outlives its clients, so it
+				// must survive a restart like any background job.
+				seq, err := e.journalJob(j, 0, false)
+				if err != nil {
+					return nil, submitFailed, 0
+				}
+				j.bg = true
+				gate = seq
+			}
+			return j, submitExists, gate
 		}
 	}
 	if max := f.maxQueue[prio]; max > 0 && f.total() >= max {
-		return nil, submitFull
+		return nil, submitFull, 0
 	}
-	j := e.newJob(len(unique) + len(data))
+	j = e.newJob(len(unique) + len(data))
 	copy(j.buf, unique)
 	copy(j.buf[len(unique):], data)
 	e.lastID++
@@ -65,13 +82,21 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 	}
 	if client != nil {
 		e.attachClient(j, client)
+	} else if e.jr != nil {
+		seq, err := e.journalJob(j, at, true)
+		if err != nil {
+			e.dropUnique(j)
+			delete(e.jobs, j.id)
+			e.freeJob(j)
+			return nil, submitFailed, 0
+		}
+		if seq != 0 {
+			e.pend(j, at)
+			return j, submitCreated, seq
+		}
 	}
-	if at > 0 && at > e.now() {
-		e.delay(j, at)
-	} else {
-		e.enqueue(j)
-	}
-	return j, submitCreated
+	e.place(j, at)
+	return j, submitCreated, 0
 }
 
 // enqueue puts j at the tail of its ready queue and wakes one sleeping
@@ -193,10 +218,14 @@ func (e *Engine) failClients(j *job) {
 	}
 }
 
-// finishJob removes j from every index: the job is gone.
-func (e *Engine) finishJob(j *job) {
+// finishJob removes j from every index: the job is gone. It returns the
+// journal flight of the job's Delete record, 0 when none was written.
+func (e *Engine) finishJob(j *job) (gate uint64) {
 	f := j.fn
 	switch j.state {
+	case statePending:
+		e.pendingJobs.remove(j)
+		f.pending--
 	case stateQueued:
 		f.queue[j.prio].remove(j)
 		f.queued[j.prio]--
@@ -216,7 +245,9 @@ func (e *Engine) finishJob(j *job) {
 		a = next
 	}
 	j.clients = nil
+	gate = e.journalDelete(j)
 	e.freeJob(j)
+	return gate
 }
 
 // Recycling finished jobs and their buffers saves the two allocations a

@@ -23,10 +23,14 @@ type Session struct {
 	sleeping     bool   // sent PRE_SLEEP and no GRAB since
 	noopSent     bool   // woken with NOOP and no GRAB since
 	closed       bool
-	abilities    []ability // registered functions
-	running      []*job    // jobs this worker holds
-	attached     *attach   // jobs this client waits for
-	prevS, nextS *Session  // engine's session list
+	barrier      uint64     // the journal flight this session's next output waits for (held.go)
+	held         []heldItem // output waiting for the journal, in order
+	heldBuf      []byte     // the bytes of held
+	inHeld       bool       // listed in e.heldSess
+	abilities    []ability  // registered functions
+	running      []*job     // jobs this worker holds
+	attached     *attach    // jobs this client waits for
+	prevS, nextS *Session   // engine's session list
 }
 
 // ability is one function a worker registered, with its CAN_DO_TIMEOUT.
@@ -61,6 +65,7 @@ func (s *Session) Close() {
 		return
 	}
 	s.closed = true
+	s.held, s.heldBuf = nil, nil // nobody to send them to
 	woken := s.noopSent
 	s.setWake(false, false) // requeues below must not wake this session
 	// Detach first: a session may be the client of a job it runs, and
@@ -269,13 +274,21 @@ func (s *Session) submit(fn, unique, data []byte, prio uint8, bg bool, at int64,
 	if bg {
 		client = nil
 	}
-	j, res := e.submit(fn, unique, data, prio, client, at, reducer)
-	if res == submitFull {
+	j, res, gate := e.submit(fn, unique, data, prio, client, at, reducer)
+	switch {
+	case res == submitFull:
 		e.emitError(s, "QUEUE_ERROR", "Job queue is full")
-		return
+	case res == submitFailed:
+		e.emitError(s, codecQueueError, textPersistFailed)
+	case gate != 0:
+		// JOB_CREATED once the record is durable, or the error if the
+		// write fails (held.go).
+		s.wait(gate)
+		e.hold(s, heldItem{created: true, job: j.id, jflight: gate}, nil, nil)
+	default:
+		e.scratch = e.handle(e.scratch[:0], j)
+		e.emit(s, codec.JobCreated, e.scratch)
 	}
-	e.scratch = e.handle(e.scratch[:0], j)
-	e.emit(s, codec.JobCreated, e.scratch)
 }
 
 // getStatus answers GET_STATUS.

@@ -183,7 +183,9 @@ func (s *Session) workDone(t codec.Type, h, data []byte) {
 			e.emit(a.s, t, h, data)
 		}
 	}
-	e.finishJob(j)
+	// The worker's next reply waits until the removal is durable, so a
+	// worker (and a test) knows a completed job will not come back.
+	s.wait(e.finishJob(j))
 }
 
 // atou32 parses like atoi into a uint32.
