@@ -1,11 +1,519 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
 )
 
+const beanstalkUsage = `Usage: jobgate-bench beanstalk [flags]
+
+Workloads (each connection runs one request at a time unless pipelined):
+  put             every connection puts jobs
+  reserve-delete  the tube is filled first, then every connection reserves and deletes
+  cycle           P producers put while C consumers reserve and delete
+  pipelined-put   every connection sends puts in batches of -pipeline
+
+Prints throughput in jobs/s and p50/p99 latency of one unit of work (a put,
+a reserve+delete, or a pipelined batch). With -compare, runs alternate
+between two servers for -rounds each and a summary gives the median rates
+and their ratio (first / second).
+
+Flags:
+`
+
+// beanstalkBenchConfig is what the flags set.
+type beanstalkBenchConfig struct {
+	addr      string
+	compare   string
+	rounds    int
+	workload  string
+	conns     int
+	producers int
+	consumers int
+	duration  time.Duration
+	n         int64
+	bodySize  int
+	pipeline  int
+	prefill   int64
+	tube      string
+	keep      bool
+}
+
+// beanstalkBench is one run against one server.
+type beanstalkBench struct {
+	beanstalkBenchConfig
+	stop       atomic.Bool
+	claimed    atomic.Int64 // jobs claimed by producers (-n mode)
+	done       atomic.Int64 // units of work done
+	doneByStop atomic.Int64 // units done when the clock ran out
+	endAt      atomic.Int64 // Unix ns when the -n'th job was done
+}
+
 func runBeanstalk(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "jobgate-bench: beanstalk workloads are not built yet")
-	return 2
+	var cfg beanstalkBenchConfig
+	fs := flag.NewFlagSet("jobgate-bench beanstalk", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, beanstalkUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:11300", "server `address`")
+	fs.StringVar(&cfg.compare, "compare", "", "a second server `address` (e.g. a real beanstalkd): runs alternate between the two and the medians are compared")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "runs per server")
+	fs.StringVar(&cfg.workload, "workload", "cycle", "put, reserve-delete, cycle or pipelined-put")
+	fs.IntVar(&cfg.conns, "conns", 4, "connections (put, reserve-delete, pipelined-put)")
+	fs.IntVar(&cfg.producers, "producers", 4, "producer connections (cycle)")
+	fs.IntVar(&cfg.consumers, "consumers", 4, "consumer connections (cycle)")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long to run (ignored with -n)")
+	fs.Int64Var(&cfg.n, "n", 0, "run until this many jobs are done instead of for -duration")
+	fs.IntVar(&cfg.bodySize, "body-size", 100, "job body `bytes`")
+	fs.IntVar(&cfg.pipeline, "pipeline", 100, "puts per batch (pipelined-put)")
+	fs.Int64Var(&cfg.prefill, "prefill", 200000, "jobs put before reserve-delete runs (without -n)")
+	fs.StringVar(&cfg.tube, "tube", "jobgate-bench", "tube to use")
+	fs.BoolVar(&cfg.keep, "keep", false, "leave the jobs a run put in the server (to measure its memory) instead of deleting them")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if cfg.conns < 1 || cfg.producers < 1 || cfg.consumers < 1 || cfg.bodySize < 0 || cfg.pipeline < 1 || cfg.rounds < 1 || !wire.ValidName([]byte(cfg.tube)) {
+		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -conns, -producers, -consumers, -pipeline, -rounds must be positive, -body-size not negative, -tube a valid name")
+		return 2
+	}
+	addrs := []string{cfg.addr}
+	if cfg.compare != "" {
+		addrs = append(addrs, cfg.compare)
+	}
+	rates := make([][]float64, len(addrs))
+	for range cfg.rounds {
+		for i, addr := range addrs {
+			b := &beanstalkBench{beanstalkBenchConfig: cfg}
+			b.addr = addr
+			res, err := b.run()
+			if err == nil && !cfg.keep {
+				err = b.cleanup()
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "jobgate-bench beanstalk: %s: %v\n", addr, err)
+				return 1
+			}
+			res.print(stdout, b)
+			rates[i] = append(rates[i], float64(res.jobs)/res.elapsed.Seconds())
+		}
+	}
+	if len(addrs) == 2 {
+		a, b := median(rates[0]), median(rates[1])
+		fmt.Fprintf(stdout, "summary workload=%s median rate %s=%.0f %s=%.0f jobs/s ratio=%.2f (%d rounds)\n",
+			cfg.workload, addrs[0], a, addrs[1], b, a/b, cfg.rounds)
+	}
+	return 0
+}
+
+// median returns the middle value of xs (the mean of the two middle ones
+// for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// beanstalkResult is what a run measured.
+type beanstalkResult struct {
+	jobs    int64
+	elapsed time.Duration
+	lat     []time.Duration // one per unit of work of the main workers
+	putLat  []time.Duration // one per put of the cycle's producers
+}
+
+func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
+	who := fmt.Sprintf("conns=%d", b.conns)
+	unit := map[string]string{"put": "put", "pipelined-put": "batch", "reserve-delete": "reserve+delete"}[b.workload]
+	if b.workload == "cycle" {
+		who = fmt.Sprintf("producers=%d consumers=%d", b.producers, b.consumers)
+		unit = "reserve+delete"
+	}
+	fmt.Fprintf(w, "workload=%s addr=%s %s body=%dB\n", b.workload, b.addr, who, b.bodySize)
+	fmt.Fprintf(w, "jobs=%d elapsed=%.2fs rate=%.0f jobs/s %s\n",
+		r.jobs, r.elapsed.Seconds(), float64(r.jobs)/r.elapsed.Seconds(), percentiles(unit, r.lat))
+	if b.workload == "cycle" {
+		fmt.Fprintf(w, "%s\n", percentiles("put", r.putLat))
+	}
+}
+
+// percentiles formats the p50 and p99 of lat.
+func percentiles(unit string, lat []time.Duration) string {
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	return fmt.Sprintf("%s p50=%s p99=%s", unit, fmtLatency(pct(0.50)), fmtLatency(pct(0.99)))
+}
+
+func fmtLatency(d time.Duration) string {
+	return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond))
+}
+
+func (b *beanstalkBench) run() (*beanstalkResult, error) {
+	switch b.workload {
+	case "put":
+		return b.runWorkers(b.conns, b.putWorker, nil)
+	case "pipelined-put":
+		return b.runWorkers(b.conns, b.pipelinedWorker, nil)
+	case "reserve-delete":
+		fill := b.prefill
+		if b.n > 0 {
+			fill = b.n
+		}
+		if err := b.fill(fill); err != nil {
+			return nil, err
+		}
+		return b.runWorkers(b.conns, b.consumeWorker, nil)
+	case "cycle":
+		return b.runWorkers(b.consumers, b.consumeWorker, b.putWorker)
+	}
+	return nil, fmt.Errorf("unknown workload %q", b.workload)
+}
+
+// runWorkers runs n copies of work (and b.producers copies of producer if
+// given) and gathers their latencies. Units of work are counted in b.done.
+func (b *beanstalkBench) runWorkers(n int, work, producer func(*beanstalkClient, *[]time.Duration) error) (*beanstalkResult, error) {
+	type worker struct {
+		f        func(*beanstalkClient, *[]time.Duration) error
+		producer bool
+		lat      []time.Duration
+	}
+	var ws []*worker
+	for range n {
+		ws = append(ws, &worker{f: work})
+	}
+	if producer != nil {
+		for range b.producers {
+			ws = append(ws, &worker{f: producer, producer: true})
+		}
+	}
+	clients := make([]*beanstalkClient, len(ws))
+	for i := range ws {
+		c, err := b.dial()
+		if err != nil {
+			return nil, err
+		}
+		defer c.nc.Close()
+		clients[i] = c
+	}
+	start := time.Now()
+	var stopAt atomic.Int64
+	if b.n == 0 {
+		go func() {
+			time.Sleep(b.duration)
+			b.doneByStop.Store(b.done.Load())
+			stopAt.Store(int64(time.Since(start)))
+			b.stop.Store(true)
+		}()
+	}
+	errs := make(chan error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- w.f(clients[i], &w.lat)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	res := &beanstalkResult{jobs: b.done.Load(), elapsed: time.Since(start)}
+	switch {
+	case b.n == 0 && b.stop.Load():
+		res.jobs, res.elapsed = b.doneByStop.Load(), time.Duration(stopAt.Load())
+	case b.n > 0 && b.endAt.Load() > 0:
+		res.elapsed = time.Duration(b.endAt.Load() - start.UnixNano())
+	}
+	for _, w := range ws {
+		if w.producer {
+			res.putLat = append(res.putLat, w.lat...)
+		} else {
+			res.lat = append(res.lat, w.lat...)
+		}
+	}
+	return res, nil
+}
+
+// more claims the next job for a producer: false when the run is over.
+func (b *beanstalkBench) more(k int64) bool {
+	if b.n > 0 {
+		return b.claimed.Add(k) <= b.n
+	}
+	return !b.stop.Load()
+}
+
+func (b *beanstalkBench) putWorker(c *beanstalkClient, lat *[]time.Duration) error {
+	for b.more(1) {
+		t0 := time.Now()
+		if _, err := c.put(); err != nil {
+			return err
+		}
+		*lat = append(*lat, time.Since(t0))
+		if b.workload != "cycle" {
+			b.done.Add(1)
+		}
+	}
+	return nil
+}
+
+func (b *beanstalkBench) pipelinedWorker(c *beanstalkClient, lat *[]time.Duration) error {
+	for b.more(int64(b.pipeline)) {
+		t0 := time.Now()
+		for range b.pipeline {
+			c.cmd = wire.Command{Verb: wire.Put, Pri: 1024, TTR: 120, Body: c.body}
+			c.w.WriteCommand(&c.cmd)
+		}
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+		for range b.pipeline {
+			if err := c.expect(wire.Inserted); err != nil {
+				return err
+			}
+		}
+		*lat = append(*lat, time.Since(t0))
+		b.done.Add(int64(b.pipeline))
+	}
+	return nil
+}
+
+// consumeWorker reserves and deletes. It stops when the run is over: -n
+// jobs done, the tube empty (reserve-delete), or the time up and nothing
+// left to take (cycle drains what the producers put).
+func (b *beanstalkBench) consumeWorker(c *beanstalkClient, lat *[]time.Duration) error {
+	timeout := uint32(0)
+	if b.workload == "cycle" {
+		timeout = 1
+	}
+	for {
+		if b.n > 0 && b.done.Load() >= b.n {
+			return nil
+		}
+		if b.n == 0 && b.stop.Load() && b.workload != "cycle" {
+			if b.keep {
+				return nil
+			}
+			return c.drain() // leave the server as we found it
+		}
+		t0 := time.Now()
+		c.cmd = wire.Command{Verb: wire.ReserveWithTimeout, Timeout: timeout}
+		r, err := c.roundTrip()
+		if err != nil {
+			return err
+		}
+		switch r.Kind {
+		case wire.TimedOut:
+			if b.workload != "cycle" || b.stop.Load() || (b.n > 0 && b.claimed.Load() >= b.n) {
+				return nil
+			}
+			continue
+		case wire.Reserved:
+		default:
+			return fmt.Errorf("reserve: %s", r.Kind)
+		}
+		c.cmd = wire.Command{Verb: wire.Delete, ID: r.ID}
+		if _, err := c.roundTrip(); err != nil {
+			return err
+		}
+		*lat = append(*lat, time.Since(t0))
+		if b.done.Add(1) == b.n {
+			b.endAt.Store(time.Now().UnixNano())
+		}
+	}
+}
+
+// fill puts n jobs in the tube, pipelined over b.conns connections.
+func (b *beanstalkBench) fill(n int64) error {
+	var left atomic.Int64
+	left.Store(n)
+	var wg sync.WaitGroup
+	errs := make(chan error, b.conns)
+	for range b.conns {
+		c, err := b.dial()
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.nc.Close()
+			for {
+				k := min(int64(b.pipeline), left.Add(-int64(b.pipeline))+int64(b.pipeline))
+				if k <= 0 {
+					return
+				}
+				for range k {
+					c.cmd = wire.Command{Verb: wire.Put, Pri: 1024, TTR: 120, Body: c.body}
+					c.w.WriteCommand(&c.cmd)
+				}
+				if err := c.w.Flush(); err != nil {
+					errs <- err
+					return
+				}
+				for range k {
+					if err := c.expect(wire.Inserted); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// beanstalkClient is a minimal, allocation-free client connection, so the
+// generator measures the server rather than itself.
+type beanstalkClient struct {
+	nc   net.Conn
+	w    *wire.Writer
+	r    *wire.ReplyReader
+	cmd  wire.Command
+	body []byte
+}
+
+func (b *beanstalkBench) dial() (*beanstalkClient, error) {
+	nc, err := net.DialTimeout("tcp", b.addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c := &beanstalkClient{nc: nc, w: wire.NewWriter(nc), r: wire.NewReplyReader(nc, wire.Limits{MaxJobSize: 1 << 30}), body: make([]byte, b.bodySize)}
+	for i := range c.body {
+		c.body[i] = 'a' + byte(i%26)
+	}
+	for _, cmd := range []wire.Command{
+		{Verb: wire.Use, Tube: []byte(b.tube)},
+		{Verb: wire.Watch, Tube: []byte(b.tube)},
+		{Verb: wire.Ignore, Tube: []byte("default")},
+	} {
+		c.cmd = cmd
+		if _, err := c.roundTrip(); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *beanstalkClient) roundTrip() (*wire.Reply, error) {
+	if err := c.w.WriteCommand(&c.cmd); err != nil {
+		return nil, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	return c.r.ReadReply()
+}
+
+func (c *beanstalkClient) put() (uint64, error) {
+	c.cmd = wire.Command{Verb: wire.Put, Pri: 1024, TTR: 120, Body: c.body}
+	r, err := c.roundTrip()
+	if err != nil {
+		return 0, err
+	}
+	if r.Kind != wire.Inserted {
+		return 0, fmt.Errorf("put: %s", r.Kind)
+	}
+	return r.ID, nil
+}
+
+func (c *beanstalkClient) expect(kind wire.ReplyKind) error {
+	r, err := c.r.ReadReply()
+	if err != nil {
+		return err
+	}
+	if r.Kind != kind {
+		return fmt.Errorf("got %s, want %s", r.Kind, kind)
+	}
+	return nil
+}
+
+// cleanup deletes the jobs a run left in the tube, over -conns
+// connections, so runs do not pile jobs up in the servers.
+func (b *beanstalkBench) cleanup() error {
+	errs := make(chan error, b.conns)
+	for range b.conns {
+		c, err := b.dial()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.nc.Close()
+			errs <- c.drain()
+		}()
+	}
+	var first error
+	for range b.conns {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// drain deletes what is left in the tube after a timed reserve-delete run,
+// in pipelined batches, so the next run starts from an empty server.
+func (c *beanstalkClient) drain() error {
+	const batch = 100
+	for {
+		for range batch {
+			c.cmd = wire.Command{Verb: wire.ReserveWithTimeout}
+			c.w.WriteCommand(&c.cmd)
+		}
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+		var ids []uint64
+		for range batch {
+			r, err := c.r.ReadReply()
+			if err != nil {
+				return err
+			}
+			if r.Kind == wire.Reserved {
+				ids = append(ids, r.ID)
+			}
+		}
+		for _, id := range ids {
+			c.cmd = wire.Command{Verb: wire.Delete, ID: id}
+			c.w.WriteCommand(&c.cmd)
+		}
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+		for range ids {
+			if err := c.expect(wire.Deleted); err != nil {
+				return err
+			}
+		}
+		if len(ids) < batch {
+			return nil
+		}
+	}
 }

@@ -1,0 +1,179 @@
+package beanstalk
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/clock"
+)
+
+// TestAllocsPerCommand holds the engine to its budget: put allocates the
+// job and its body copy, nothing else allocates.
+func TestAllocsPerCommand(t *testing.T) {
+	e, _ := newTestEngine(t)
+	s := e.NewSession(nil)
+	defer s.Close()
+	body := make([]byte, 100)
+	put := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: body}
+	res := wire.Command{Verb: wire.Reserve}
+	var r wire.Reply
+	for range 100 { // warm the map and heaps
+		s.Exec(&put, &r)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		s.Exec(&put, &r)
+		s.Exec(&res, &r)
+		del := wire.Command{Verb: wire.Delete, ID: r.ID}
+		s.Exec(&del, &r)
+	})
+	if allocs > 2 {
+		t.Fatalf("put+reserve+delete allocates %.1f times, want <= 2", allocs)
+	}
+	stats := wire.Command{Verb: wire.Stats}
+	s.Exec(&stats, &r)
+	if a := testing.AllocsPerRun(100, func() { s.Exec(&stats, &r) }); a > 0 {
+		t.Fatalf("stats allocates %.1f times", a)
+	}
+}
+
+// TestConcurrentSessions runs producers and blocking consumers on the real
+// clock under the race detector; every job must be consumed exactly once.
+func TestConcurrentSessions(t *testing.T) {
+	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	defer e.Close()
+	const producers, consumers, perProducer = 4, 4, 500
+	total := producers * perProducer
+	seen := make([]int32, total+1)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := e.NewSession(nil)
+			defer s.Close()
+			var r wire.Reply
+			for range perProducer {
+				cmd := wire.Command{Verb: wire.Put, TTR: 60, Body: []byte("job")}
+				s.Exec(&cmd, &r)
+			}
+		}()
+	}
+	consumed := make(chan struct{}, total)
+	done := make(chan struct{})
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wake := make(chan struct{}, 1)
+			s := e.NewSession(func() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			})
+			defer s.Close()
+			var r wire.Reply
+			for {
+				cmd := wire.Command{Verb: wire.Reserve}
+				if !s.Exec(&cmd, &r) {
+					select {
+					case <-wake:
+					case <-done:
+						s.Cancel()
+					}
+					if !s.Result(&r) {
+						t.Error("no result after notify or cancel")
+						return
+					}
+				}
+				if r.Kind != wire.Reserved {
+					return // cancelled at the end
+				}
+				mu.Lock()
+				seen[r.ID]++
+				mu.Unlock()
+				del := wire.Command{Verb: wire.Delete, ID: r.ID}
+				s.Exec(&del, &r)
+				if r.Kind != wire.Deleted {
+					t.Errorf("delete: kind %d", r.Kind)
+				}
+				consumed <- struct{}{}
+			}
+		}()
+	}
+	deadline := time.After(30 * time.Second)
+	for range total {
+		select {
+		case <-consumed:
+		case <-deadline:
+			t.Fatal("jobs not consumed in 30 s")
+		}
+	}
+	close(done)
+	wg.Wait()
+	for id := 1; id <= total; id++ {
+		if seen[id] != 1 {
+			t.Fatalf("job %d consumed %d times", id, seen[id])
+		}
+	}
+}
+
+func BenchmarkPutReserveDelete(b *testing.B) {
+	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	defer e.Close()
+	s := e.NewSession(nil)
+	defer s.Close()
+	body := make([]byte, 100)
+	put := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: body}
+	res := wire.Command{Verb: wire.Reserve}
+	var r wire.Reply
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Exec(&put, &r)
+		s.Exec(&res, &r)
+		del := wire.Command{Verb: wire.Delete, ID: r.ID}
+		s.Exec(&del, &r)
+	}
+}
+
+// BenchmarkPut measures put into a growing queue (map and heap growth
+// included), the producer side of a backlog.
+func BenchmarkPut(b *testing.B) {
+	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	defer e.Close()
+	s := e.NewSession(nil)
+	defer s.Close()
+	put := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: make([]byte, 100)}
+	var r wire.Reply
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Exec(&put, &r)
+	}
+}
+
+// BenchmarkParallelCycle runs put→reserve→delete from many sessions at
+// once: the cost of the engine lock under contention.
+func BenchmarkParallelCycle(b *testing.B) {
+	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	defer e.Close()
+	body := make([]byte, 100)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		s := e.NewSession(nil)
+		defer s.Close()
+		put := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: body}
+		res := wire.Command{Verb: wire.ReserveWithTimeout}
+		var r wire.Reply
+		for pb.Next() {
+			s.Exec(&put, &r)
+			s.Exec(&res, &r)
+			if r.Kind == wire.Reserved {
+				del := wire.Command{Verb: wire.Delete, ID: r.ID}
+				s.Exec(&del, &r)
+			}
+		}
+	})
+}

@@ -1,0 +1,73 @@
+package beanstalk
+
+// jobTable maps job ids to jobs. Ids are handed out in sequence and jobs
+// mostly finish in roughly the order they came, so the table keeps pages of
+// consecutive ids, 8 bytes a job against the 25 to 38 of a Go map (the
+// memory per queued job is a target). A page that is fully issued and has
+// few jobs left moves them to an overflow map and goes away, so a
+// straggler (a job buried for a week) does not pin a whole page.
+type jobTable struct {
+	pages    map[uint64]*jobPage // by id >> pageBits
+	overflow map[uint64]*job
+	maxID    uint64 // highest id ever added
+}
+
+const (
+	pageBits = 10
+	pageSize = 1 << pageBits
+	pageMask = pageSize - 1
+	// sparseLive is the number of jobs below which a fully issued page
+	// moves its jobs to the overflow map.
+	sparseLive = pageSize / 32
+)
+
+type jobPage struct {
+	jobs [pageSize]*job
+	live int
+}
+
+func newJobTable() jobTable {
+	return jobTable{pages: make(map[uint64]*jobPage), overflow: make(map[uint64]*job)}
+}
+
+func (t *jobTable) get(id uint64) *job {
+	if p := t.pages[id>>pageBits]; p != nil {
+		if j := p.jobs[id&pageMask]; j != nil {
+			return j
+		}
+	}
+	return t.overflow[id]
+}
+
+// add stores j, whose id is not in the table.
+func (t *jobTable) add(j *job) {
+	n := j.id >> pageBits
+	p := t.pages[n]
+	if p == nil {
+		p = new(jobPage)
+		t.pages[n] = p
+	}
+	p.jobs[j.id&pageMask] = j
+	p.live++
+	t.maxID = max(t.maxID, j.id)
+}
+
+func (t *jobTable) remove(id uint64) {
+	n := id >> pageBits
+	p := t.pages[n]
+	if p == nil || p.jobs[id&pageMask] == nil {
+		delete(t.overflow, id)
+		return
+	}
+	p.jobs[id&pageMask] = nil
+	p.live--
+	if p.live >= sparseLive || n >= t.maxID>>pageBits {
+		return // dense, or still being filled: new ids land here
+	}
+	for _, j := range p.jobs {
+		if j != nil {
+			t.overflow[j.id] = j
+		}
+	}
+	delete(t.pages, n)
+}

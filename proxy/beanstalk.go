@@ -1,0 +1,345 @@
+// Package proxy serves the job protocols over TCP: listeners, per-client
+// read loops, and (later) TLS, sniffing, auth and routing.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+)
+
+// BeanstalkConfig configures a BeanstalkServer.
+type BeanstalkConfig struct {
+	// Engine serves the commands. Nil means a new engine built from
+	// EngineConfig, owned (and closed at Shutdown) by the server.
+	Engine *engine.Engine
+	// EngineConfig builds the engine when Engine is nil.
+	EngineConfig engine.Config
+	// MaxLine is the longest command line in bytes, "\r\n" included; 0
+	// means beanstalkd's 224.
+	MaxLine int
+	// Log receives connection errors; nil discards them.
+	Log *slog.Logger
+}
+
+// BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
+// connection reads a command, hands it to the connection's engine Session,
+// and writes the reply, flushing only when no more input is buffered, so
+// pipelined commands are answered with one write.
+type BeanstalkServer struct {
+	eng      *engine.Engine
+	ownsEng  bool
+	limits   wire.Limits
+	log      *slog.Logger
+	mu       sync.Mutex // guards the fields below
+	addr     net.Addr
+	lns      map[net.Listener]struct{}
+	conns    map[*beanstalkConn]struct{}
+	shutdown bool
+	quit     chan struct{}  // closed by Shutdown
+	wg       sync.WaitGroup // one per connection goroutine
+}
+
+// NewBeanstalkServer returns a server; call Serve to start it.
+func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
+	if cfg.MaxLine != 0 && cfg.MaxLine < wire.DefaultMaxLine {
+		return nil, errors.New("proxy: beanstalk MaxLine below 224 would refuse valid commands")
+	}
+	s := &BeanstalkServer{
+		eng:   cfg.Engine,
+		log:   cfg.Log,
+		lns:   make(map[net.Listener]struct{}),
+		conns: make(map[*beanstalkConn]struct{}),
+		quit:  make(chan struct{}),
+	}
+	if s.eng == nil {
+		s.eng = engine.New(cfg.EngineConfig)
+		s.ownsEng = true
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.limits = wire.Limits{MaxLine: cfg.MaxLine, MaxJobSize: s.eng.MaxJobSize()}
+	return s, nil
+}
+
+// Engine returns the engine the server runs on.
+func (s *BeanstalkServer) Engine() *engine.Engine { return s.eng }
+
+// Addr returns the address of the listener Serve was last given, or nil.
+func (s *BeanstalkServer) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Serve accepts connections on l until Shutdown, then returns nil; it
+// returns the accept error if l fails otherwise. It closes l.
+func (s *BeanstalkServer) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	s.lns[l] = struct{}{}
+	s.addr = l.Addr()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			down := s.shutdown
+			s.mu.Unlock()
+			if down {
+				return nil
+			}
+			// Out of file descriptors and the like: wait and retry, as
+			// net/http does, rather than give up the listener.
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("beanstalk accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := s.newConn(nc)
+		if c == nil {
+			nc.Close()
+			return nil
+		}
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, closes every connection (their reserved jobs go
+// back to ready) and waits for the connection goroutines until ctx ends.
+// beanstalkd has no graceful drain either: a client blocked in reserve
+// would hold a graceful shutdown forever.
+func (s *BeanstalkServer) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.shutdown {
+		close(s.quit)
+	}
+	s.shutdown = true
+	for l := range s.lns {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if s.ownsEng {
+		s.eng.Close()
+	}
+	return nil
+}
+
+// newConn registers a connection, or returns nil after Shutdown.
+func (s *BeanstalkServer) newConn(nc net.Conn) *beanstalkConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown {
+		return nil
+	}
+	c := &beanstalkConn{srv: s, nc: nc, wake: make(chan struct{}, 1)}
+	c.in = beanstalkInput{nc: nc}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c
+}
+
+func (s *BeanstalkServer) dropConn(c *beanstalkConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// beanstalkConn is one client connection. All fields belong to its serve
+// goroutine, except that the engine's notify callback touches nc's read
+// deadline and sends on wake.
+type beanstalkConn struct {
+	srv  *BeanstalkServer
+	nc   net.Conn
+	in   beanstalkInput
+	wake chan struct{} // one token per answered pending reserve
+}
+
+// beanstalkInput sits between the connection and the codec Reader. While a
+// reserve waits, the connection goroutine reads ahead to notice the client
+// hanging up (as beanstalkd does); bytes read then are kept here and handed
+// to the codec first.
+//
+// It also flushes the replies before the codec blocks for more input in the
+// middle of a command (a put line whose body has not all arrived): the read
+// loop flushes when nothing is buffered, but a partial command is buffered,
+// and a client waiting for earlier replies before it sends the rest would
+// wait forever.
+type beanstalkInput struct {
+	nc       net.Conn
+	wr       *wire.Writer
+	ahead    []byte // read ahead, not yet handed to the codec
+	aheadBuf []byte // ahead's buffer, kept for the next wait
+}
+
+// Read hands over read-ahead bytes first, then flushes pending replies and
+// reads the connection.
+func (in *beanstalkInput) Read(p []byte) (int, error) {
+	if len(in.ahead) > 0 {
+		n := copy(p, in.ahead)
+		in.ahead = in.ahead[n:]
+		return n, nil
+	}
+	if in.wr.Buffered() > 0 {
+		if err := in.wr.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return in.nc.Read(p)
+}
+
+// maxReadAhead bounds what a client may pipeline behind a waiting reserve
+// before we stop reading (and stop watching for its hang-up).
+const maxReadAhead = 64 << 10
+
+// pastDeadline is a read deadline that has passed: setting it wakes a
+// blocked Read at once.
+var pastDeadline = time.Unix(1, 0)
+
+// notify is the session's callback: a pending reserve has its answer. It
+// runs with the engine lock held, so it only pokes the goroutine: the past
+// deadline ends the read-ahead, the token says why.
+func (c *beanstalkConn) notify() {
+	c.nc.SetReadDeadline(pastDeadline)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *beanstalkConn) serve() {
+	defer c.srv.dropConn(c)
+	defer c.nc.Close()
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true) // replies are flushed deliberately; never delay them
+	}
+	sess := c.srv.eng.NewSession(c.notify)
+	defer sess.Close()
+	wr := wire.NewWriter(c.nc)
+	c.in.wr = wr
+	rd := wire.NewReader(&c.in, c.srv.limits)
+	var r wire.Reply
+	for {
+		cmd, err := rd.ReadCommand()
+		if err != nil {
+			var ce *wire.ClientError
+			if !errors.As(err, &ce) {
+				if err != io.EOF && !errors.Is(err, net.ErrClosed) {
+					c.srv.log.Debug("beanstalk read", "remote", c.nc.RemoteAddr().String(), "err", err)
+				}
+				wr.Flush()
+				return
+			}
+			sess.RejectPut(ce.Kind)
+			r = wire.Reply{Kind: ce.Kind}
+		} else if !sess.Exec(cmd, &r) {
+			if wr.Flush() != nil || !c.await(sess, &r) {
+				return
+			}
+		}
+		if r.Kind == 0 { // quit
+			wr.Flush()
+			return
+		}
+		if wr.WriteReply(&r) != nil {
+			return
+		}
+		if rd.Buffered() == 0 && len(c.in.ahead) == 0 {
+			if wr.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// await waits for a pending reserve's answer, reading ahead meanwhile to
+// notice the client closing its side. It returns true with the reply in
+// *r, or false when the connection broke. A client that half-closed (EOF)
+// gets TIMED_OUT, as from beanstalkd, and the commands it sent before
+// closing are still served; a job handed to the reserve at that moment goes
+// back to ready.
+func (c *beanstalkConn) await(sess *engine.Session, r *wire.Reply) bool {
+	in := &c.in
+	if len(in.ahead) == 0 {
+		if in.aheadBuf == nil {
+			in.aheadBuf = make([]byte, 0, 4096)
+		}
+		in.ahead = in.aheadBuf[:0]
+	}
+	for len(c.in.ahead) < maxReadAhead {
+		if cap(in.ahead)-len(in.ahead) < 512 {
+			buf := make([]byte, len(in.ahead), 2*cap(in.ahead)+4096)
+			copy(buf, in.ahead)
+			in.ahead, in.aheadBuf = buf, buf
+		}
+		n, err := c.nc.Read(c.in.ahead[len(c.in.ahead):cap(c.in.ahead)])
+		c.in.ahead = c.in.ahead[:len(c.in.ahead)+n]
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			break // notify set the deadline: the answer is in
+		}
+		sess.Cancel()
+		// A notify that raced the cancel has run (both hold the engine
+		// lock); undo it so the next read does not time out.
+		select {
+		case <-c.wake:
+		default:
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		sess.Result(r)
+		return err == io.EOF
+	}
+	select {
+	case <-c.wake:
+	case <-c.srv.quit: // a client that filled the read-ahead is no longer watched
+		sess.Cancel()
+		return false
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	sess.Result(r)
+	return true
+}

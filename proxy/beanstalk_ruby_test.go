@@ -1,0 +1,37 @@
+package proxy_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/testutil"
+)
+
+// TestBeanstalkBeaneater drives jobgate, and beanstalkd alike, with the Ruby
+// Beaneater client (Debian packages ruby and ruby-beaneater) through
+// testdata/beanstalk_beaneater.rb.
+func TestBeanstalkBeaneater(t *testing.T) {
+	t.Parallel()
+	ruby := testutil.RequireBinary(t, "ruby")
+	if err := exec.Command(ruby, "-e", "require 'beaneater'").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("ruby cannot load beaneater (install ruby-beaneater): %v", err)
+		}
+		t.Skipf("ruby cannot load beaneater (install ruby-beaneater): %v", err)
+	}
+	for _, start := range []func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal} {
+		srv := start(t, 0)
+		t.Run(srv.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, ruby, "testdata/beanstalk_beaneater.rb", srv.addr).CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "ok" {
+				t.Fatalf("beaneater against %s: %v\n%s", srv.name, err, out)
+			}
+		})
+	}
+}
