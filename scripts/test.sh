@@ -11,6 +11,7 @@ command -v beanstalkd >/dev/null || missing+=(beanstalkd)
 command -v gearmand >/dev/null || [ -x /usr/sbin/gearmand ] || missing+=(gearman-job-server)
 command -v gearman >/dev/null && command -v gearadmin >/dev/null || missing+=(gearman-tools)
 perl -MGearman::Client -e 1 2>/dev/null || missing+=(libgearman-client-perl)
+command -v ruby >/dev/null || missing+=(ruby)
 ruby -e 'require "beaneater"' 2>/dev/null || missing+=(ruby-beaneater)
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,56 +1,93 @@
 package main
 
 import (
-	"flag"
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"syscall"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/proxy"
 )
 
-// gearmanFlags holds the Gearman server's flags.
-type gearmanFlags struct {
-	jobRetries    int
-	handlePrefix  string
-	maxPacketSize int
-	exceptions    bool
-	adminShutdown bool
+// gearmanService is the Gearman server plus the journal it owns, closed
+// after the server has stopped.
+type gearmanService struct {
+	*proxy.GearmanServer
+	journal *gearman.FileJournal // nil without persistence
 }
 
-func (f *gearmanFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.jobRetries, "gearman-job-retries", 0,
-		"remove a Gearman job after this many failed runs (worker gone, CANT_DO, timeout), like gearmand --job-retries; 0 means no limit")
-	fs.StringVar(&f.handlePrefix, "gearman-handle-prefix", "",
-		"`prefix` of Gearman job handles (prefix:n); default H:<hostname>, like gearmand --job-handle-prefix")
-	fs.IntVar(&f.maxPacketSize, "gearman-max-packet-size", codec.DefaultMaxPacketSize,
-		"largest Gearman packet body accepted, in `bytes`")
-	fs.BoolVar(&f.exceptions, "gearman-exceptions", false,
-		"forward WORK_EXCEPTION to every client, as if each had set the exceptions option (gearmand --exceptions)")
-	fs.BoolVar(&f.adminShutdown, "gearman-admin-shutdown", false,
-		"let the Gearman admin commands \"shutdown\" and \"shutdown graceful\" stop jobgate")
+// Shutdown stops the server, then closes the journal.
+func (s *gearmanService) Shutdown(ctx context.Context) error {
+	err := s.GearmanServer.Shutdown(ctx)
+	if s.journal != nil {
+		err = errors.Join(err, s.journal.Close())
+	}
+	return err
 }
 
-func (f *gearmanFlags) newServer(log *slog.Logger) (protocolServer, error) {
-	cfg := proxy.GearmanConfig{
+// newGearmanServer builds the Gearman server on a new in-process engine,
+// restoring its background jobs from the journal under data.dir.
+func newGearmanServer(cfg *config.Config, log *slog.Logger) (protocolServer, error) {
+	g := cfg.Gearman
+	log = log.With("service", "gearman")
+	sc := proxy.GearmanConfig{
 		Engine: gearman.Config{
-			HandlePrefix: f.handlePrefix,
-			JobRetries:   f.jobRetries,
-			Exceptions:   f.exceptions,
+			HandlePrefix: g.HandlePrefix,
+			JobRetries:   g.JobRetries,
+			Exceptions:   g.Exceptions,
 			Version:      version,
 		},
-		Limits: codec.Limits{MaxPacketSize: f.maxPacketSize},
-		Log:    log.With("service", "gearman"),
+		Limits: codec.Limits{
+			MaxPacketSize: g.MaxPacketSize.Int(),
+			MaxLineSize:   g.MaxAdminLine.Int(),
+		},
+		Log: log,
 	}
-	if f.adminShutdown {
-		cfg.OnShutdown = func(graceful bool) {
+	if g.AdminShutdown {
+		sc.OnShutdown = func(graceful bool) {
 			// main stops every service on SIGTERM; the admin command takes
 			// the same path.
-			log.Info("gearman admin shutdown", "graceful", graceful)
+			log.Info("admin shutdown", "graceful", graceful)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		}
 	}
-	return proxy.NewGearmanServer(cfg)
+	var fj *gearman.FileJournal
+	if cfg.Data.Dir != "" {
+		var rep journal.ReplayReport
+		var err error
+		fj, rep, err = gearman.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
+		sc.Engine.Journal = fj
+	}
+	srv, err := proxy.NewGearmanServer(sc)
+	if err != nil {
+		if fj != nil {
+			fj.Close()
+		}
+		return nil, err
+	}
+	if fj != nil {
+		log.Info("jobs restored", "jobs", fj.Restored())
+	}
+	return &gearmanService{GearmanServer: srv, journal: fj}, nil
+}
+
+// syncPolicy turns data.fsync into the journal's policy.
+func syncPolicy(d config.Data) journal.SyncPolicy {
+	switch d.Fsync {
+	case config.FsyncAlways:
+		return journal.Always
+	case config.FsyncNever:
+		return journal.Never
+	}
+	return journal.Interval(d.FsyncInterval)
 }

@@ -1,6 +1,6 @@
 // Command jobgate serves the Gearman and Beanstalk protocols from in-process
-// job engines. This file only wires: parse flags, construct the servers, run
-// them, wait for a signal, shut down.
+// job engines. This file only wires: parse flags and config, construct the
+// servers, run them, wait for a signal, shut down.
 package main
 
 import (
@@ -15,13 +15,18 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/logging"
+	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/proxy/admin"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-// protocolServer is what main needs of a protocol server: serve a listener
-// until shut down.
+// protocolServer is what main needs of a server: serve a listener until
+// shut down.
 type protocolServer interface {
 	// Serve accepts connections on l until Shutdown; it returns nil after a
 	// Shutdown and the accept error otherwise.
@@ -45,85 +50,158 @@ func main() {
 const usageHead = `jobgate serves Gearman and Beanstalk from in-process job engines.
 
 Usage:
-  jobgate [flags]       run the servers
-  jobgate version       print the version and exit
+  jobgate [-config FILE] [flags]   run the servers; flags win over the file
+  jobgate check-config FILE        validate a configuration file and exit
+  jobgate version                  print the version and exit
 
 Flags:
 `
 
 // run is main without the process exit, so tests can drive it.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "version" {
-		fmt.Fprintf(stdout, "jobgate %s\n", version)
-		return 0
+	if len(args) > 0 {
+		switch args[0] {
+		case "version":
+			fmt.Fprintf(stdout, "jobgate %s\n", version)
+			return 0
+		case "check-config":
+			return checkConfig(args[1:], stdout, stderr)
+		}
 	}
+	cfg, code := parseCommandLine(args, stderr)
+	if cfg == nil {
+		return code
+	}
+	log, _, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return 2
+	}
+	services, listenersBound, err := buildServices(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return 1
+	}
+	if len(services) == 0 {
+		fmt.Fprintln(stderr, "jobgate: every listener is disabled; nothing to do")
+		return 2
+	}
+	return serve(services, listenersBound, cfg.ShutdownTimeout, log)
+}
+
+// parseCommandLine reads the flags and the config file into one validated
+// config. On failure it returns nil and the exit code, having said why.
+func parseCommandLine(args []string, stderr io.Writer) (*config.Config, int) {
 	fs := flag.NewFlagSet("jobgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
 	}
-	gearmanAddr := fs.String("gearman", ":4730", "Gearman listen `address`; empty disables it")
-	beanstalkAddr := fs.String("beanstalk", ":11300", "Beanstalk listen `address`; empty disables it")
-	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for connections to finish")
-	var gf gearmanFlags
-	gf.register(fs)
-	var bf beanstalkFlags
-	bf.register(fs)
+	configPath := fs.String("config", "", "YAML configuration `file` (every field is in the README); flags win over it")
+	flags, err := registerConfigFlags(fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return nil, 1
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return nil, 0
 		}
-		return 2
+		return nil, 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "jobgate: unexpected argument %q\n", fs.Arg(0))
 		fs.Usage()
-		return 2
+		return nil, 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg := config.Default()
+	if *configPath != "" {
+		if cfg, err = config.Load(*configPath); err != nil {
+			fmt.Fprintf(stderr, "jobgate: %v\n", err)
+			return nil, 2
+		}
+	}
+	if err := applyFlags(cfg, fs, flags); err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return nil, 2
+	}
+	if err := checkServed(cfg); err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return nil, 2
+	}
+	return cfg, 0
+}
 
-	var services []service
-	if *gearmanAddr != "" {
-		srv, err := gf.newServer(log)
-		if err != nil {
-			fmt.Fprintf(stderr, "jobgate: gearman: %v\n", err)
-			return 1
-		}
-		services = append(services, service{"gearman", *gearmanAddr, srv})
-	}
-	if *beanstalkAddr != "" {
-		srv, err := bf.newServer(log)
-		if err != nil {
-			fmt.Fprintf(stderr, "jobgate: beanstalk: %v\n", err)
-			return 1
-		}
-		services = append(services, service{"beanstalk", *beanstalkAddr, srv})
-	}
-	if len(services) == 0 {
-		fmt.Fprintln(stderr, "jobgate: every listener is disabled; nothing to do")
+// checkConfig is "jobgate check-config FILE": every error at once, warnings
+// too, and exit status 0 only for a file jobgate would run with.
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: jobgate check-config FILE")
 		return 2
 	}
-	return serve(services, *shutdownTimeout, log)
+	cfg, err := config.Load(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
+	if err := checkServed(cfg); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", args[0])
+	return 0
+}
+
+// buildServices constructs a server for every enabled listener. The
+// returned flag turns ready once every listener is bound.
+func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag, error) {
+	var services []service
+	if cfg.Gearman.Listen != "" {
+		srv, err := newGearmanServer(cfg, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gearman: %w", err)
+		}
+		services = append(services, service{"gearman", cfg.Gearman.Listen, srv})
+	}
+	if cfg.Beanstalk.Listen != "" {
+		srv, err := newBeanstalkServer(cfg, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("beanstalk: %w", err)
+		}
+		services = append(services, service{"beanstalk", cfg.Beanstalk.Listen, srv})
+	}
+	bound := admin.NewFlag("listeners bound")
+	if cfg.Admin.Listen != "" && len(services) > 0 {
+		m := metrics.New(metrics.Options{Version: version, Logger: log})
+		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log})
+		adm.AddCheck("listeners", bound.Check)
+		services = append(services, service{"admin", cfg.Admin.Listen, adm})
+	}
+	return services, bound, nil
 }
 
 // serve binds every listener first (so a port conflict fails the start
 // before anything serves), runs them, and shuts them down on SIGINT/SIGTERM
 // or when one fails. A second signal exits at once.
-func serve(services []service, shutdownTimeout time.Duration, log *slog.Logger) int {
+func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration, log *slog.Logger) int {
 	listeners := make([]net.Listener, len(services))
 	for i, s := range services {
 		l, err := net.Listen("tcp", s.addr)
 		if err != nil {
 			log.Error("listen", "service", s.name, "addr", s.addr, "err", err)
-			for _, bound := range listeners[:i] {
-				bound.Close()
+			for _, l := range listeners[:i] {
+				l.Close()
 			}
 			return 1
 		}
 		listeners[i] = l
 		log.Info("listening", "service", s.name, "addr", l.Addr().String())
 	}
+	bound.Set(true)
 
 	failed := make(chan error, len(services))
 	for i, s := range services {
@@ -136,6 +214,7 @@ func serve(services []service, shutdownTimeout time.Duration, log *slog.Logger) 
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
 	code := 0
 	select {
 	case sig := <-signals:
@@ -145,9 +224,10 @@ func serve(services []service, shutdownTimeout time.Duration, log *slog.Logger) 
 		code = 1
 	}
 	go func() {
-		sig := <-signals
-		log.Warn("second signal: exiting now", "signal", sig.String())
-		os.Exit(1)
+		if sig, ok := <-signals; ok {
+			log.Warn("second signal: exiting now", "signal", sig.String())
+			os.Exit(1)
+		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/jobgate/jobgate/config"
+)
+
+// flagSpec is one command-line flag. Every flag sets a config field (its
+// path comes from config.FlagFields), so flags and the file cannot disagree:
+// a flag the user sets is applied over the file with config.Set.
+type flagSpec struct {
+	name   string
+	usage  string
+	isBool bool // given alone (-flag) it means true
+}
+
+// flagSpecs are the flags this build serves, in help order. A flag named in
+// config.FlagFields but missing here belongs to a feature not wired into the
+// command yet; TestFlagSpecsMatchConfig keeps the two lists honest.
+var flagSpecs = []flagSpec{
+	{"gearman", "Gearman listen `address`; empty disables it", false},
+	{"gearman-max-packet-size", "largest Gearman packet body accepted (`size`, e.g. 64MiB)", false},
+	{"gearman-max-admin-line", "longest Gearman admin text line accepted, newline included (`size`)", false},
+	{"gearman-job-retries", "remove a Gearman job after this many failed runs (worker gone, CANT_DO, timeout), like gearmand --job-retries; 0 means no limit", false},
+	{"gearman-handle-prefix", "`prefix` of Gearman job handles (prefix:n); empty means H:<hostname>, like gearmand --job-handle-prefix", false},
+	{"gearman-exceptions", "forward WORK_EXCEPTION to every client as if each had set the exceptions option (gearmand --exceptions)", true},
+	{"gearman-admin-shutdown", "let the Gearman admin commands \"shutdown\" and \"shutdown graceful\" stop jobgate", true},
+	{"beanstalk", "Beanstalk listen `address`; empty disables it", false},
+	{"beanstalk-max-job-size", "largest Beanstalk job body (`size`), like beanstalkd -z", false},
+	{"beanstalk-quote-stats", "quote string values in stats YAML as beanstalkd 1.13 does (1.12 does not)", true},
+	{"data", "journal `directory`; empty keeps jobs in memory only (Gearman background jobs are journaled)", false},
+	{"data-fsync", "when the journal is flushed to disk: always, interval or never (like beanstalkd -f/-F)", false},
+	{"data-fsync-interval", "fsync period of the interval policy (`duration`)", false},
+	{"admin", "admin HTTP `address` (/healthz, /readyz, /metrics); empty disables it", false},
+	{"log-level", "log `level`: debug, info, warn or error", false},
+	{"log-format", "log `format`: text or json", false},
+	{"shutdown-timeout", "how long a graceful shutdown waits for connections to finish (`duration`)", false},
+}
+
+// configFlag holds the text of one flag until it is applied to the config.
+type configFlag struct {
+	path   string
+	value  string
+	isBool bool
+}
+
+func (f *configFlag) String() string     { return f.value }
+func (f *configFlag) Set(s string) error { f.value = s; return nil }
+func (f *configFlag) IsBoolFlag() bool   { return f.isBool }
+
+// registerConfigFlags defines every flag of flagSpecs on fs, with its
+// default read from config.Default, and returns them by name.
+func registerConfigFlags(fs *flag.FlagSet) (map[string]*configFlag, error) {
+	paths := config.FlagFields()
+	def := config.Default()
+	flags := make(map[string]*configFlag, len(flagSpecs))
+	for _, spec := range flagSpecs {
+		path, ok := paths[spec.name]
+		if !ok {
+			return nil, fmt.Errorf("flag -%s has no config field", spec.name)
+		}
+		value, err := def.Get(path)
+		if err != nil {
+			return nil, fmt.Errorf("flag -%s: %w", spec.name, err)
+		}
+		f := &configFlag{path: path, value: value, isBool: spec.isBool}
+		fs.Var(f, spec.name, spec.usage)
+		flags[spec.name] = f
+	}
+	return flags, nil
+}
+
+// applyFlags sets on cfg every flag the user gave, so flags win over the
+// file, then validates the result.
+func applyFlags(cfg *config.Config, fs *flag.FlagSet, flags map[string]*configFlag) error {
+	var errs config.Errors
+	fs.Visit(func(fl *flag.Flag) {
+		f, ok := flags[fl.Name]
+		if !ok {
+			return
+		}
+		if err := cfg.Set(f.path, f.value); err != nil {
+			errs = append(errs, err.(*config.FieldError))
+		}
+	})
+	if len(errs) > 0 {
+		return errs
+	}
+	return cfg.Validate()
+}
