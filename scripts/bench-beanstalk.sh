@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Compares jobgate's Beanstalk server with a real beanstalkd on this
+# machine: both are started on free loopback ports and every workload runs
+# against them alternately (jobgate-bench -compare), ROUNDS runs each; the
+# summary line of each workload gives the median rates and their ratio
+# (jobgate / beanstalkd, above 1: jobgate faster). Servers are stopped by
+# PID.
+#
+# Usage: scripts/bench-beanstalk.sh
+# Environment (defaults in brackets):
+#   ROUNDS [3]  DURATION [5s]  OUT [a temporary directory]
+#   WORKLOADS ["put-1 put-16 reserve-delete cycle pipelined-put put-16k"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5s}
+WORKLOADS=${WORKLOADS:-"put-1 put-16 reserve-delete cycle pipelined-put put-16k"}
+OUT=${OUT:-$(mktemp -d /tmp/bench-beanstalk.XXXXXX)}
+mkdir -p "$OUT"
+command -v beanstalkd >/dev/null || { echo "beanstalkd not found" >&2; exit 1; }
+go build -o "$OUT/jobgate" ./cmd/jobgate
+go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
+
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+wait_port() {
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "nothing listens on port $1" >&2
+	return 1
+}
+
+BS_PID="" JG_PID=""
+stop_servers() {
+	for pid in $BS_PID $JG_PID; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	BS_PID="" JG_PID=""
+}
+trap stop_servers EXIT
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rounds=$ROUNDS duration=$DURATION; raw runs in $OUT"
+for wl in $WORKLOADS; do
+	# Fresh servers per workload, so one workload's leftovers weigh on no other.
+	BS_PORT=$(free_port)
+	beanstalkd -l 127.0.0.1 -p "$BS_PORT" >"$OUT/beanstalkd.log" 2>&1 &
+	BS_PID=$!
+	JG_PORT=$(free_port)
+	while [ "$JG_PORT" = "$BS_PORT" ]; do JG_PORT=$(free_port); done
+	"$OUT/jobgate" -gearman "" -admin "" -data "" -beanstalk "127.0.0.1:$JG_PORT" >"$OUT/jobgate.log" 2>&1 &
+	JG_PID=$!
+	wait_port "$BS_PORT"
+	wait_port "$JG_PORT"
+	case $wl in
+	put-1) args=(-workload put -conns 1) ;;
+	put-16) args=(-workload put -conns 16) ;;
+	put-16k) args=(-workload put -conns 4 -body-size 16384) ;;
+	reserve-delete) args=(-workload reserve-delete -conns 4) ;;
+	cycle) args=(-workload cycle -producers 4 -consumers 4) ;;
+	pipelined-put) args=(-workload pipelined-put -conns 4) ;;
+	*) echo "unknown workload $wl" >&2; exit 1 ;;
+	esac
+	"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$JG_PORT" -compare "127.0.0.1:$BS_PORT" \
+		-rounds "$ROUNDS" -duration "$DURATION" "${args[@]}" >"$OUT/$wl.txt"
+	echo "$wl: $(grep '^summary' "$OUT/$wl.txt" | sed "s/127.0.0.1:$JG_PORT/jobgate/; s/127.0.0.1:$BS_PORT/beanstalkd/")"
+	stop_servers
+done
