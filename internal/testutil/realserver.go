@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,11 @@ func FreePort(t testing.TB) int {
 // StartServer runs the program built by args(port) on a free loopback port,
 // waits until it accepts connections, and stops it (by PID) when the test
 // ends. It returns "127.0.0.1:PORT".
+//
+// It also checks that the listener belongs to the process it started: a
+// port taken by another process between FreePort and the server's bind
+// would otherwise send the test to the wrong server, so that counts as a
+// failed start and is retried on another port.
 func StartServer(t testing.TB, name string, args func(port int) []string) string {
 	t.Helper()
 	path := RequireBinary(t, name)
@@ -59,7 +65,11 @@ func StartServer(t testing.TB, name string, args func(port int) []string) string
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		if err := waitListening(addr, exited, 10*time.Second); err != nil {
+		err := waitListening(addr, exited, 10*time.Second)
+		if err == nil {
+			err = CheckListener(port, cmd.Process.Pid)
+		}
+		if err != nil {
 			lastErr = err
 			stop(cmd, exited)
 			continue
@@ -118,4 +128,64 @@ func stop(cmd *exec.Cmd, exited <-chan error) {
 		_ = cmd.Process.Kill()
 		<-exited
 	}
+}
+
+// ListenerOwner returns the id of the process that holds the listening TCP
+// socket on port, read from /proc (Linux), without talking to the server:
+// a question would change the counters that tests compare with jobgate's.
+func ListenerOwner(port int) (int, error) {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return 0, fmt.Errorf("no listening socket on port %d", port)
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, proc := range procs {
+		if _, err := strconv.Atoi(proc.Name()); err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + proc.Name() + "/fd")
+		for _, fd := range fds {
+			if link, err := os.Readlink("/proc/" + proc.Name() + "/fd/" + fd.Name()); err == nil && inodes[link] {
+				return strconv.Atoi(proc.Name())
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process holds the listener on port %d", port)
+}
+
+// CheckListener returns an error unless process pid holds the listener on
+// port. The socket can take a moment after the first successful dial to
+// show in /proc, so it is read a few times.
+func CheckListener(port, pid int) error {
+	var owner int
+	var err error
+	for range 20 {
+		if owner, err = ListenerOwner(port); err == nil && owner == pid {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("port %d is held by pid %d, not by pid %d: taken by another process", port, owner, pid)
 }

@@ -3,6 +3,7 @@ package testutil
 import (
 	"bufio"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,5 +40,20 @@ func TestStartGearmandAnswers(t *testing.T) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "OK ") {
 		t.Fatalf("got %q, %v", line, err)
+	}
+}
+
+func TestListenerOwnerFindsThisProcess(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := CheckListener(port, os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckListener(port, os.Getpid()+1); err == nil {
+		t.Fatal("another pid accepted as the owner")
 	}
 }

@@ -54,6 +54,7 @@ func startProcess(t *testing.T, name string, port int, args func(int) []string) 
 		c, err := net.DialTimeout("tcp", p.addr, time.Second)
 		if err == nil {
 			c.Close()
+			checkOwnPID(t, name, p)
 			return p
 		}
 		select {
@@ -65,6 +66,17 @@ func startProcess(t *testing.T, name string, port int, args func(int) []string) 
 			t.Fatalf("%s not listening on %s: %v", name, p.addr, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkOwnPID makes sure the listener on p.addr belongs to the process
+// just started, not to another one that took the port first.
+func checkOwnPID(t *testing.T, name string, p *process) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(p.addr)
+	n, _ := strconv.Atoi(port)
+	if err := testutil.CheckListener(n, p.cmd.Process.Pid); err != nil {
+		t.Fatalf("%s on %s: %v", name, p.addr, err)
 	}
 }
 
