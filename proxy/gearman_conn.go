@@ -31,12 +31,24 @@ import (
 // Lock order: the engine's lock, then gearmanConn.mu, then
 // GearmanServer.dmu (markDirty is called after mu is released);
 // gearmanConn.wmu before gearmanConn.mu. Nothing takes the engine's lock
-// while holding a connection lock.
+// while holding a connection lock. A gateway session's locks
+// (gwSession.mu) come after the engine's and before gearmanConn.mu: its
+// upstream reader goroutines write here through WritePacket/WriteText,
+// which never block (a connection over MaxOutput is closed instead), and
+// then call GearmanServer.flushDirty.
 type gearmanConn struct {
 	srv  *GearmanServer
 	nc   net.Conn
 	raw  syscall.RawConn // for non-blocking writes by other goroutines; nil if unavailable
-	sess *gearman.Session
+	sess gearmanHandler
+	// engine is sess when it is the local engine's session (a plain
+	// server), nil for a gateway session: see handlePacket.
+	engine *gearman.Session
+
+	// flusher, when not nil, is sess as a gateway session: told when the
+	// read side has handled every buffered request, so that requests
+	// queued for upstream servers go out in one write per batch.
+	flusher gearmanFlusher
 
 	handling atomic.Bool   // the read loop is not waiting in Read: it will flush before it does
 	wake     chan struct{} // cap 1: the writer should flush
@@ -90,9 +102,48 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 		c.done = make(chan struct{})
 	}
 	c.handling.Store(true) // nothing to flush before the first read
-	c.sess = s.engine.NewSession(info, c)
+	if s.gw != nil {
+		gs := s.gw.newSession(info, c)
+		c.sess, c.flusher = gs, gs
+	} else {
+		c.engine = s.engine.NewSession(info, c)
+		c.sess = c.engine
+	}
 	return c
 }
+
+// handlePacket hands one decoded packet to the session. The engine's
+// session is called directly rather than through gearmanHandler: a pointer
+// passed to an interface method escapes, so every frame of the read loop
+// would be moved to the heap, an allocation per packet on the plain
+// server's fast path. The gateway path pays for a copy instead.
+func (c *gearmanConn) handlePacket(p *codec.Packet) error {
+	if c.engine != nil {
+		return c.engine.Handle(p)
+	}
+	cp := *p
+	return c.sess.Handle(&cp)
+}
+
+// gearmanHandler is what a connection hands its decoded frames to: the
+// local engine's *gearman.Session for a plain server, a gateway session
+// (gearman_gateway_session.go) when upstream servers are configured. The
+// contract is the engine Session's: a non-nil error closes the connection,
+// output goes to the gearman.Output the handler was made with, and Close
+// is idempotent.
+type gearmanHandler interface {
+	Handle(p *codec.Packet) error
+	HandleText(line []byte) error
+	Close()
+}
+
+// gearmanFlusher is implemented by handlers that buffer requests for other
+// servers; flushBackends is called when no more input is buffered.
+type gearmanFlusher interface {
+	flushBackends()
+}
+
+var _ gearmanHandler = (*gearman.Session)(nil)
 
 // WritePacket encodes p into the output buffer (gearman.Output).
 func (c *gearmanConn) WritePacket(p *codec.Packet) {
@@ -296,7 +347,7 @@ func (c *gearmanConn) readLoop() {
 		}
 		switch f.Kind {
 		case codec.KindPacket:
-			err = c.sess.Handle(&f.Packet)
+			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
 			err = c.sess.HandleText(f.Text)
 		}
@@ -316,6 +367,9 @@ type inputReader struct{ c *gearmanConn }
 // Read flushes, then reads from the connection.
 func (r inputReader) Read(p []byte) (int, error) {
 	c := r.c
+	if c.flusher != nil {
+		c.flusher.flushBackends()
+	}
 	c.handling.Store(false)
 	if err := c.flush(); err != nil {
 		return 0, err

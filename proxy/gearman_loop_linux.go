@@ -304,6 +304,9 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 	for {
 		f, err := c.rd.ReadFrame()
 		if err == errWouldBlock {
+			if c.flusher != nil {
+				c.flusher.flushBackends()
+			}
 			return
 		}
 		if err != nil {
@@ -318,7 +321,7 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 		}
 		switch f.Kind {
 		case codec.KindPacket:
-			err = c.sess.Handle(&f.Packet)
+			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
 			err = c.sess.HandleText(f.Text)
 		}

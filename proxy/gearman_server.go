@@ -57,14 +57,26 @@ type GearmanConfig struct {
 	Goroutines bool
 	// Log receives connection errors. Default slog.Default().
 	Log *slog.Logger
+	// Gateway, when not nil and it names an upstream backend, makes the
+	// server a gateway: each connection gets a gateway session that routes
+	// functions to the local engine or upstream gearmand servers
+	// (gearman_gateway.go). Nil, or a gateway whose only backend is the
+	// local one, keeps the plain server: connections talk to the engine
+	// directly, at no extra cost. A gateway serves every connection with
+	// its own goroutines (Goroutines is implied): dials and writes to
+	// upstream servers may block, which must not stall the event loop
+	// that serves every other connection.
+	Gateway *GearmanGateway
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
-// port) from an in-process engine.
+// port) from an in-process engine, and, with GearmanConfig.Gateway, from
+// upstream gearmand servers too.
 type GearmanServer struct {
 	cfg    GearmanConfig
 	engine *gearman.Engine
 	log    *slog.Logger
+	gw     *gearmanGateway // nil: connections talk to the engine directly
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -158,6 +170,15 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 		return nil, err
 	}
 	s.engine = e
+	if g := cfg.Gateway; g != nil && !g.Handles.Passthrough() {
+		gw, err := newGearmanGateway(s, g)
+		if err != nil {
+			e.Stop()
+			return nil, err
+		}
+		s.gw = gw
+		s.cfg.Goroutines = true
+	}
 	return s, nil
 }
 
@@ -257,6 +278,9 @@ func (s *GearmanServer) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		if s.gw != nil {
+			s.gw.stop()
+		}
 		s.engine.Stop()
 		return nil
 	case <-ctx.Done():

@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// gearmanAdmin is what upstream.Gearman offers for admin commands.
+type gearmanAdmin interface {
+	Admin(ctx context.Context, line string) ([]string, error)
+}
+
+// HandleText runs one admin line (gearmanHandler). "status",
+// "prioritystatus" and "workers" merge the answers of every routed backend,
+// the upstream ones fetched on their own goroutine so that the read loop
+// never waits for them; the reply still keeps its place in request order.
+// Every other command is the local engine's.
+func (s *gwSession) HandleText(line []byte) error {
+	var fields [codec.MaxAdminFields + 1][]byte
+	args := codec.AppendAdminFields(fields[:0], line)
+	if len(args) > codec.MaxAdminFields {
+		return gearman.ErrTooManyFields
+	}
+	cmd := strings.ToLower(string(args[0]))
+	merged := cmd == "status" || cmd == "prioritystatus" || cmd == "workers"
+	r := &gwReply{}
+	s.push(r)
+	var local []byte
+	if !merged || s.gw.local {
+		s.local.sendMu.Lock()
+		out, err := s.local.local.Text(line)
+		s.local.sendMu.Unlock()
+		if err != nil {
+			return err
+		}
+		local = out
+	}
+	if !merged || len(s.gw.routed) == 0 {
+		s.mu.Lock()
+		r.out, r.done = local, true
+		s.flushFIFOLocked()
+		s.mu.Unlock()
+		return nil
+	}
+	go s.mergeAdmin(r, cmd, string(line), local)
+	return nil
+}
+
+// mergeAdmin asks every routed upstream for line and completes r with the
+// merged listing. An upstream that fails or is unavailable is left out.
+func (s *gwSession) mergeAdmin(r *gwReply, cmd, line string, local []byte) {
+	parts := make([][]string, len(s.gw.routed)+1)
+	parts[0] = listingLines(string(local))
+	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.AdminTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, b := range s.gw.routed {
+		a, ok := b.Gearman.(gearmanAdmin)
+		if !ok || !b.Available() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lines, err := a.Admin(ctx, line)
+			if err != nil {
+				b.Breaker.Record(err)
+				s.gw.srv.log.Debug("gearman gateway: admin", "backend", b.Name, "err", err)
+				return
+			}
+			if len(lines) == 1 && strings.HasPrefix(lines[0], "ERR ") {
+				return
+			}
+			parts[i+1] = lines
+		}()
+	}
+	wg.Wait()
+	var out []byte
+	if cmd == "workers" {
+		for _, p := range parts {
+			for _, l := range p {
+				out = append(append(out, l...), '\n')
+			}
+		}
+	} else {
+		out = sumListing(out, parts)
+	}
+	out = append(out, ".\n"...)
+	s.mu.Lock()
+	r.out, r.done = out, true
+	s.flushFIFOLocked()
+	s.mu.Unlock()
+	s.gw.srv.flushDirty()
+}
+
+// listingLines splits a listing into its lines, without the final ".".
+func listingLines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSuffix(l, "\r")
+		if l == "" || l == "." || strings.HasPrefix(l, "ERR ") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// sumListing merges "name\tn\tn..." lines: the counts of one name are
+// summed column by column; names keep the order they first appear in.
+func sumListing(dst []byte, parts [][]string) []byte {
+	type row struct {
+		name   string
+		counts []uint64
+	}
+	var rows []*row
+	byName := map[string]*row{}
+	for _, p := range parts {
+		for _, l := range p {
+			f := strings.Split(l, "\t")
+			rw := byName[f[0]]
+			if rw == nil {
+				rw = &row{name: f[0]}
+				byName[f[0]] = rw
+				rows = append(rows, rw)
+			}
+			for i, v := range f[1:] {
+				n, _ := strconv.ParseUint(v, 10, 64)
+				if i >= len(rw.counts) {
+					rw.counts = append(rw.counts, 0)
+				}
+				rw.counts[i] += n
+			}
+		}
+	}
+	for _, rw := range rows {
+		dst = append(dst, rw.name...)
+		for _, n := range rw.counts {
+			dst = strconv.AppendUint(append(dst, '\t'), n, 10)
+		}
+		dst = append(dst, '\n')
+	}
+	return dst
+}

@@ -1,0 +1,518 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// gwSession is one client connection of a gateway: the gearmanHandler
+// that routes its requests to backend sessions, opened lazily, one per
+// backend (DESIGN decision 2), and puts the answers back in request order.
+//
+// Request order (DESIGN decision 4): every request that gets a reply has a
+// gwReply in fifo, in the client's order, and, if a backend answers it, in
+// that backend's pending list, in the order it was sent there. A reply
+// packet from a backend fills the first entry of its pending list; the head
+// of fifo is written as soon as it is filled. Async packets (NOOP, WORK_*)
+// are written at once.
+//
+// Goroutines: Handle, HandleText and flushBackends run on the
+// connection's read loop; deliver runs on upstream reader goroutines and,
+// for the local engine, on whichever goroutine the engine emits from; lost
+// runs on an upstream reader. Actions that must call into a backend after a
+// packet arrived (a GRAB_JOB moving on after NO_JOB) are queued in actions
+// and run by the goroutine that delivered, with no lock held.
+//
+// Lock order: openMu, then gwBackend.sendMu, then the engine's lock, then
+// gwLocal.mu, then mu, then the connection's locks (gearmanConn.mu, ...).
+// mu is never held while calling into a backend.
+type gwSession struct {
+	gw    *gearmanGateway
+	c     *gearmanConn
+	local *gwBackend // the local engine's session, open for the whole connection
+
+	openMu   sync.Mutex   // serialises opening upstream sessions
+	flushBuf []*gwBackend // owned by the read loop (flushBackends)
+
+	mu         sync.Mutex
+	fifo       []*gwReply            // guarded by mu: replies owed to the client, in request order
+	backends   []*gwBackend          // guarded by mu: open upstream sessions
+	abilities  map[string]*gwAbility // guarded by mu: registered functions
+	workerSet  []*routing.Backend    // guarded by mu: backends of the abilities, deduplicated
+	clientID   []byte                // guarded by mu: SET_CLIENT_ID, replayed on new sessions
+	exceptions bool                  // guarded by mu: OPTION_REQ exceptions, replayed likewise
+	sleeping   bool                  // guarded by mu: PRE_SLEEP and no NOOP or GRAB since
+	closed     bool                  // guarded by mu
+	actions    []func()              // guarded by mu: to run with no lock held
+	grabNext   int                   // guarded by mu: rotates the first backend a GRAB tries
+	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
+	hbuf       []byte                // guarded by mu: async packets being written
+}
+
+// gwBackend is one backend session of a gwSession.
+type gwBackend struct {
+	b     *routing.Backend
+	conn  routing.GearmanConn // upstream; nil for the local engine
+	local *gwLocal            // the local engine; nil for an upstream
+
+	sendMu sync.Mutex  // serialises sends, so pending matches the wire order
+	dirty  atomic.Bool // sent since the last flush
+
+	pending []*gwReply // guarded by gwSession.mu: sent requests awaiting their reply
+	// foreground holds the backend's handles of the foreground jobs
+	// submitted on this session and not finished: if the session fails,
+	// their clients get WORK_FAIL rather than wait forever on a
+	// connection that stays open. Guarded by gwSession.mu.
+	foreground map[string]struct{}
+	dead       bool // guarded by gwSession.mu: the session failed or was closed
+}
+
+// gwAbility is one CAN_DO/CAN_DO_TIMEOUT, replayed on sessions opened later.
+type gwAbility struct {
+	timeout  []byte // CAN_DO_TIMEOUT's argument; nil for CAN_DO
+	backends []*routing.Backend
+}
+
+// gwReply is one reply owed to the client.
+type gwReply struct {
+	out     []byte // the encoded reply, once done
+	done    bool
+	discard bool // a request of the gateway's own (replayed OPTION_REQ): not in fifo
+	fg      bool // a foreground SUBMIT_*: its JOB_CREATED starts a job to watch
+	// parent, when not nil, is the GET_STATUS_UNIQUE this reply is one
+	// backend's part of; need counts the parts a parent still waits for
+	// and known says its out is a known job's status.
+	parent *gwReply
+	need   int
+	known  bool
+	grab   *gwGrab // a GRAB_JOB* still looking for a job
+}
+
+// gwGrab is the state of a GRAB_JOB* across the worker's backends.
+type gwGrab struct {
+	typ  codec.Type
+	left []*routing.Backend // backends not tried yet
+}
+
+func (gw *gearmanGateway) newSession(info gearman.SessionInfo, c *gearmanConn) *gwSession {
+	s := &gwSession{gw: gw, c: c, abilities: map[string]*gwAbility{}}
+	lb := &gwBackend{b: gw.localBackend()}
+	lb.local = &gwLocal{deliver: func(p *codec.Packet) { s.deliver(lb, p) }}
+	lb.local.sess = gw.srv.engine.NewSession(info, lb.local)
+	s.local = lb
+	return s
+}
+
+// localBackend is the handle map's backend 0.
+func (gw *gearmanGateway) localBackend() *routing.Backend {
+	b, _ := gw.cfg.Handles.Decode([]byte("H:local:1"))
+	return b
+}
+
+// Close ends every backend session.
+func (s *gwSession) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	open := s.backends
+	s.backends = nil
+	for _, bs := range open {
+		bs.dead = true
+	}
+	s.mu.Unlock()
+	for _, bs := range open {
+		bs.conn.Close()
+	}
+	s.local.sendMu.Lock()
+	s.local.local.sess.Close()
+	s.local.sendMu.Unlock()
+}
+
+// flushBackends writes what was sent to upstream sessions since the last
+// flush: the read loop has handled every buffered request.
+func (s *gwSession) flushBackends() {
+	s.mu.Lock()
+	open := append(s.flushBuf[:0], s.backends...)
+	s.mu.Unlock()
+	for i, bs := range open {
+		if bs.dirty.Swap(false) {
+			_ = bs.conn.Flush() // a failure ends the session: lost reports it
+		}
+		open[i] = nil
+	}
+	s.flushBuf = open[:0]
+}
+
+// session returns the open session on b, opening it (and replaying the
+// connection's client id, options and abilities on it) if needed.
+func (s *gwSession) session(b *routing.Backend) (*gwBackend, error) {
+	if b.ID == routing.LocalID {
+		return s.local, nil
+	}
+	if bs := s.find(b); bs != nil {
+		return bs, nil
+	}
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	if bs := s.find(b); bs != nil {
+		return bs, nil
+	}
+	bs := &gwBackend{b: b}
+	ctx, cancel := s.gw.openTimeout()
+	conn, err := b.OpenGearman(ctx, routing.GearmanEvents{
+		Packet: func(p *codec.Packet) { s.deliver(bs, p) },
+		Closed: func(err error) { s.lost(bs, err); s.afterAsync() },
+	})
+	cancel()
+	if err != nil {
+		s.gw.srv.log.Debug("gearman gateway: open", "backend", b.Name, "err", err)
+		return nil, err
+	}
+	bs.conn = conn
+	// Publish the session and take the state to replay in one critical
+	// section: a CAN_DO, SET_CLIENT_ID or OPTION_REQ handled before it is
+	// replayed here, one handled after it finds the session and sends
+	// itself. sendMu, held until the replay is written, keeps every other
+	// request behind the replay on the wire.
+	bs.sendMu.Lock()
+	defer bs.sendMu.Unlock()
+	s.mu.Lock()
+	if s.closed || bs.dead {
+		s.mu.Unlock()
+		conn.Close()
+		return nil, routing.ErrClosed
+	}
+	s.backends = append(s.backends, bs)
+	var replay []*codec.Packet
+	if s.clientID != nil {
+		replay = append(replay, &codec.Packet{Magic: codec.Req, Type: codec.SetClientID, Args: [][]byte{s.clientID}})
+	}
+	if s.exceptions {
+		replay = append(replay, &codec.Packet{Magic: codec.Req, Type: codec.OptionReq, Args: [][]byte{[]byte("exceptions")}})
+		bs.pending = append(bs.pending, &gwReply{discard: true})
+	}
+	for fn, a := range s.abilities {
+		for _, ab := range a.backends {
+			if ab == b {
+				replay = append(replay, canDo([]byte(fn), a.timeout))
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range replay {
+		// A failure ends the session; its reader reports it (lost).
+		if conn.Send(p) != nil {
+			break
+		}
+	}
+	bs.dirty.Store(len(replay) > 0)
+	return bs, nil
+}
+
+// find returns the live session on b, or nil.
+func (s *gwSession) find(b *routing.Backend) *gwBackend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.findLocked(b)
+}
+
+func (s *gwSession) findLocked(b *routing.Backend) *gwBackend {
+	for _, bs := range s.backends {
+		if bs.b == b && !bs.dead {
+			return bs
+		}
+	}
+	return nil
+}
+
+func canDo(fn, timeout []byte) *codec.Packet {
+	if timeout != nil {
+		return &codec.Packet{Magic: codec.Req, Type: codec.CanDoTimeout, Args: [][]byte{fn, timeout}}
+	}
+	return &codec.Packet{Magic: codec.Req, Type: codec.CanDo, Args: [][]byte{fn}}
+}
+
+// send sends p on bs; r, when not nil, is the reply it owes (already in
+// fifo unless discard). A session that is gone answers r at once. The
+// error is the local engine's, which closes the client connection.
+func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
+	bs.sendMu.Lock()
+	if r != nil {
+		s.mu.Lock()
+		if bs.dead {
+			s.failLocked(bs.b, r, "session closed")
+			s.flushFIFOLocked()
+			s.mu.Unlock()
+			bs.sendMu.Unlock()
+			return nil
+		}
+		bs.pending = append(bs.pending, r)
+		s.mu.Unlock()
+	}
+	var err error
+	if bs.local != nil {
+		err = bs.local.Send(p)
+		bs.sendMu.Unlock()
+		return err
+	}
+	err = bs.conn.Send(p)
+	bs.sendMu.Unlock()
+	switch {
+	case err == nil:
+		bs.dirty.Store(true)
+	case errors.Is(err, codec.ErrInvalidPacket):
+		// Nothing was sent: answer r here rather than never.
+		s.mu.Lock()
+		if i := indexReply(bs.pending, r); i >= 0 {
+			bs.pending = append(bs.pending[:i], bs.pending[i+1:]...)
+			s.failLocked(bs.b, r, err.Error())
+		}
+		s.flushFIFOLocked()
+		s.mu.Unlock()
+	default:
+		s.lost(bs, err)
+	}
+	return nil
+}
+
+func indexReply(rs []*gwReply, r *gwReply) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// push appends a reply to fifo.
+func (s *gwSession) push(r *gwReply) {
+	s.mu.Lock()
+	s.fifo = append(s.fifo, r)
+	s.mu.Unlock()
+}
+
+// answer queues a reply the gateway gives itself.
+func (s *gwSession) answer(t codec.Type, args ...[]byte) {
+	s.mu.Lock()
+	s.fifo = append(s.fifo, &gwReply{out: codec.AppendPacket(nil, codec.Res, t, args...), done: true})
+	s.flushFIFOLocked()
+	s.mu.Unlock()
+}
+
+// flushFIFOLocked writes the replies at the head of fifo that are done.
+func (s *gwSession) flushFIFOLocked() {
+	n := 0
+	for n < len(s.fifo) && s.fifo[n].done {
+		if !s.closed {
+			s.c.WriteText(s.fifo[n].out)
+		}
+		s.fifo[n] = nil
+		n++
+	}
+	if n > 0 {
+		s.fifo = s.fifo[n:]
+		if len(s.fifo) == 0 {
+			s.fifo = nil
+		}
+	}
+}
+
+// failLocked answers r for a backend session that failed: a GRAB_JOB moves
+// on to the next backend, anything else gets an ERROR packet.
+func (s *gwSession) failLocked(b *routing.Backend, r *gwReply, why string) {
+	switch {
+	case r.discard:
+	case r.grab != nil:
+		s.actions = append(s.actions, func() { s.tryGrab(r) })
+	case r.parent != nil:
+		s.partLocked(r, nil)
+	default:
+		r.out = codec.AppendPacket(nil, codec.Res, codec.Error, []byte(codec.CodeQueueError),
+			[]byte("jobgate: backend "+b.Name+" failed: "+why))
+		r.done = true
+	}
+}
+
+// lost ends a backend session that failed: its pending requests are
+// answered (failLocked) and the next request reopens it.
+func (s *gwSession) lost(bs *gwBackend, err error) {
+	s.mu.Lock()
+	if bs.dead {
+		s.mu.Unlock()
+		return
+	}
+	bs.dead = true
+	if i := indexBackend(s.backends, bs); i >= 0 {
+		s.backends = append(s.backends[:i], s.backends[i+1:]...)
+	}
+	why := "connection lost"
+	if err != nil {
+		why = err.Error()
+	}
+	for _, r := range bs.pending {
+		s.failLocked(bs.b, r, why)
+	}
+	bs.pending = nil
+	for h := range bs.foreground {
+		s.writeLocked(bs.b, &codec.Packet{Magic: codec.Res, Type: codec.WorkFail, Args: [][]byte{[]byte(h)}})
+	}
+	bs.foreground = nil
+	// A sleeping worker registered there is woken, so that its next
+	// GRAB_JOB reopens the session and registers it again.
+	if s.sleeping && s.usesLocked(bs.b) {
+		s.sleeping = false
+		s.c.WritePacket(&codec.Packet{Magic: codec.Res, Type: codec.Noop})
+	}
+	s.flushFIFOLocked()
+	s.mu.Unlock()
+	s.gw.srv.log.Debug("gearman gateway: backend session lost", "backend", bs.b.Name, "err", err)
+	if bs.conn != nil {
+		bs.conn.Close()
+	}
+}
+
+func indexBackend(bss []*gwBackend, bs *gwBackend) int {
+	for i, x := range bss {
+		if x == bs {
+			return i
+		}
+	}
+	return -1
+}
+
+// usesLocked reports whether the worker has abilities on b.
+func (s *gwSession) usesLocked(b *routing.Backend) bool {
+	for _, x := range s.workerSet {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+// afterAsync runs the queued actions and wakes the server's writers, for
+// goroutines other than the connection's read loop.
+func (s *gwSession) afterAsync() {
+	s.runActions()
+	s.gw.srv.flushDirty()
+}
+
+// runActions runs what deliveries queued, until none is left.
+func (s *gwSession) runActions() {
+	for {
+		s.mu.Lock()
+		acts := s.actions
+		s.actions = nil
+		s.mu.Unlock()
+		if len(acts) == 0 {
+			return
+		}
+		for _, a := range acts {
+			a()
+		}
+	}
+}
+
+// deliver handles one packet from backend session bs.
+func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
+	s.mu.Lock()
+	if s.closed || bs.dead {
+		s.mu.Unlock()
+		return
+	}
+	switch p.Type {
+	case codec.Noop:
+		// One NOOP per sleep, whichever backend sends it first.
+		if s.sleeping {
+			s.sleeping = false
+			s.c.WritePacket(p)
+		}
+	case codec.JobCreated, codec.NoJob, codec.JobAssign, codec.JobAssignUniq, codec.JobAssignAll,
+		codec.StatusRes, codec.StatusResUnique, codec.EchoRes, codec.OptionRes, codec.Error:
+		if len(bs.pending) == 0 || (p.Type == codec.Error && bytes.Equal(p.Arg(0), []byte(codec.CodeJobNotFound))) {
+			// The answer to a WORK_* for a job the backend does not know:
+			// no reply was expected for it.
+			s.writeLocked(bs.b, p)
+			break
+		}
+		r := bs.pending[0]
+		bs.pending[0] = nil
+		bs.pending = bs.pending[1:]
+		switch {
+		case r.discard:
+		case r.grab != nil && p.Type == codec.NoJob:
+			s.actions = append(s.actions, func() { s.tryGrab(r) })
+		case r.parent != nil:
+			s.partLocked(r, p)
+		default:
+			r.out = s.encodeLocked(nil, bs.b, p)
+			if r.fg && p.Type == codec.JobCreated && bs.local == nil {
+				if bs.foreground == nil {
+					bs.foreground = map[string]struct{}{}
+				}
+				bs.foreground[string(p.Args[0])] = struct{}{}
+			}
+			r.done = true
+		}
+	case codec.WorkComplete, codec.WorkFail, codec.WorkException:
+		delete(bs.foreground, string(p.Arg(0)))
+		s.writeLocked(bs.b, p)
+	default:
+		s.writeLocked(bs.b, p)
+	}
+	s.flushFIFOLocked()
+	s.mu.Unlock()
+	if bs.local == nil {
+		s.afterAsync()
+	}
+}
+
+// writeLocked writes an async packet from b to the client now.
+func (s *gwSession) writeLocked(b *routing.Backend, p *codec.Packet) {
+	buf := s.encodeLocked(s.hbuf[:0], b, p)
+	s.c.WriteText(buf)
+	s.hbuf = buf[:0]
+}
+
+// encodeLocked appends p to dst with its job handle, if it has one,
+// rewritten to the client's form for backend b.
+func (s *gwSession) encodeLocked(dst []byte, b *routing.Backend, p *codec.Packet) []byte {
+	if p.Type.ArgIndex(codec.FieldHandle) != 0 || len(p.Args) == 0 {
+		return codec.AppendPacket(dst, codec.Res, p.Type, p.Args...)
+	}
+	var hb [routing.MaxHandleLen + 1]byte
+	h, err := s.gw.cfg.Handles.Append(hb[:0], b, p.Args[0])
+	if err != nil {
+		return codec.AppendPacket(dst, codec.Res, codec.Error, []byte(codec.CodeQueueError),
+			[]byte("jobgate: "+err.Error()))
+	}
+	args := append(s.scratch[:0], h)
+	args = append(args, p.Args[1:]...)
+	dst = codec.AppendPacket(dst, codec.Res, p.Type, args...)
+	clear(s.scratch[:])
+	return dst
+}
+
+// partLocked records one backend's answer to a GET_STATUS_UNIQUE (nil: it
+// failed). The parent reply, preset to "unknown", takes the first answer
+// that knows the job and is done when every backend has answered.
+func (s *gwSession) partLocked(r *gwReply, p *codec.Packet) {
+	par := r.parent
+	par.need--
+	if p != nil && !par.known && p.Type == codec.StatusResUnique && bytes.Equal(p.Arg(1), []byte("1")) {
+		par.out = codec.AppendPacket(par.out[:0], codec.Res, p.Type, p.Args...)
+		par.known = true
+	}
+	if par.need == 0 {
+		par.done = true
+	}
+}
