@@ -21,7 +21,10 @@ type BeanstalkConfig struct {
 	// Engine serves the commands. Nil means a new engine built from
 	// EngineConfig, owned (and closed at Shutdown) by the server.
 	Engine *engine.Engine
-	// EngineConfig builds the engine when Engine is nil.
+	// EngineConfig builds the engine when Engine is nil. With
+	// EngineConfig.Journal set (engine.OpenJournal), the server restores
+	// the journaled jobs and acknowledges each change once it is durable;
+	// close the journal after Shutdown.
 	EngineConfig engine.Config
 	// MaxLine is the longest command line in bytes, "\r\n" included; 0
 	// means beanstalkd's 224.
@@ -61,7 +64,11 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 		quit:  make(chan struct{}),
 	}
 	if s.eng == nil {
-		s.eng = engine.New(cfg.EngineConfig)
+		eng, err := engine.New(cfg.EngineConfig)
+		if err != nil {
+			return nil, err
+		}
+		s.eng = eng
 		s.ownsEng = true
 	}
 	if s.log == nil {

@@ -1,12 +1,14 @@
 package beanstalk
 
 import (
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/clock"
+	"github.com/jobgate/jobgate/jobserver/journal"
 )
 
 // TestAllocsPerCommand holds the engine to its budget: put allocates the
@@ -41,7 +43,7 @@ func TestAllocsPerCommand(t *testing.T) {
 // TestConcurrentSessions runs producers and blocking consumers on the real
 // clock under the race detector; every job must be consumed exactly once.
 func TestConcurrentSessions(t *testing.T) {
-	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
 	defer e.Close()
 	const producers, consumers, perProducer = 4, 4, 500
 	total := producers * perProducer
@@ -122,7 +124,7 @@ func TestConcurrentSessions(t *testing.T) {
 }
 
 func BenchmarkPutReserveDelete(b *testing.B) {
-	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
 	defer e.Close()
 	s := e.NewSession(nil)
 	defer s.Close()
@@ -142,7 +144,7 @@ func BenchmarkPutReserveDelete(b *testing.B) {
 // BenchmarkPut measures put into a growing queue (map and heap growth
 // included), the producer side of a backlog.
 func BenchmarkPut(b *testing.B) {
-	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
 	defer e.Close()
 	s := e.NewSession(nil)
 	defer s.Close()
@@ -157,7 +159,7 @@ func BenchmarkPut(b *testing.B) {
 // BenchmarkParallelCycle runs put→reserve→delete from many sessions at
 // once: the cost of the engine lock under contention.
 func BenchmarkParallelCycle(b *testing.B) {
-	e := New(Config{Clock: clock.Real{}, System: &testSystem})
+	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
 	defer e.Close()
 	body := make([]byte, 100)
 	b.ReportAllocs()
@@ -176,4 +178,52 @@ func BenchmarkParallelCycle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkJournalReplay1M measures a restart on a journal of 1,000,000
+// live jobs (100-byte bodies): OpenJournal's replay plus New's restore.
+// Run it with -benchtime=1x; it reports the replay time per job too.
+func BenchmarkJournalReplay1M(b *testing.B) {
+	const n = 1_000_000
+	dir := b.TempDir()
+	opts := journal.Options{Sync: journal.Never, Logger: quietLog}
+	// Write the records directly: putting a million jobs through sessions
+	// would measure the write path, not the replay.
+	jr, _, err := journal.Open(filepath.Join(dir, JournalDir), opts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc := mustNew(Config{Clock: clock.NewFake(testStart), System: &testSystem})
+	j := &job{pri: 100, ttr: 60, tube: enc.defaultTube, body: make([]byte, 100), idx: -1}
+	var buf []byte
+	for id := uint64(1); id <= n; id++ {
+		j.id = id
+		j.state = stateReady
+		buf = enc.appendJobRecord(buf[:0], j)
+		if _, err := jr.AppendAsync(journal.Record{Key: id, Kind: journal.Full, Data: buf}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := jr.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		fj, rep, err := OpenJournal(dir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := New(Config{Clock: clock.NewFake(testStart), System: &testSystem, Journal: fj})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := e.Restored(); got != n {
+			b.Fatalf("restored %d jobs, want %d (%+v)", got, n, rep)
+		}
+		b.StopTimer()
+		e.Close()
+		fj.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/job")
 }

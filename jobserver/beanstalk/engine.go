@@ -16,9 +16,19 @@
 // (Now and AfterFunc are called with mu held) and before whatever a
 // Session's notify callback takes; notify runs with mu held and must not
 // call back into the engine. Timer callbacks take mu themselves.
+//
+// Persistence: with Config.Journal set (OpenJournal), New restores the
+// journaled jobs and every acknowledged change is journaled first; see
+// persist.go. Records are appended with mu held, which fixes their order,
+// and waited for after mu is released, on the session's goroutine: Exec
+// then blocks until its change is durable. Lock order: FileJournal.mu, then
+// Engine.mu, then the journal's own lock (compaction calls the engine's
+// snapshot with no journal lock held). Without a journal nothing of this
+// runs.
 package beanstalk
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -59,6 +69,11 @@ type Config struct {
 	// QuoteStrings quotes the string values of the stats YAML (tube names,
 	// hostname, os, platform) as beanstalkd 1.13 does; 1.12 does not.
 	QuoteStrings bool
+	// Journal, when set, makes jobs durable (see persist.go): New restores
+	// the jobs it holds, and put, release, bury, kick, kick-job and delete
+	// answer only once their record is durable (INTERNAL_ERROR if the
+	// journal fails). nil: nothing is journaled, at no cost.
+	Journal Journal
 }
 
 // System is the process information stats prints. Tests inject a fixed one.
@@ -108,6 +123,12 @@ type Engine struct {
 	timerGen   uint64
 
 	st stats
+
+	// Persistence (persist.go); unused without a journal.
+	jr        Journal
+	startWall int64  // e.start as Unix ns: engine time to wall time
+	rec, snap []byte // record buffers for appends and for snapshots
+	restored  int    // jobs New restored
 }
 
 // stats are the global counters of the "stats" command.
@@ -119,8 +140,10 @@ type stats struct {
 	waiting                                  int
 }
 
-// New returns an engine with an empty "default" tube.
-func New(cfg Config) *Engine {
+// New returns an engine with an empty "default" tube and, with
+// Config.Journal, the journal's jobs restored. It fails only when restoring
+// does (an unreadable record, a journal that cannot write).
+func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		clock:      cfg.Clock,
 		maxJobSize: cfg.MaxJobSize,
@@ -145,9 +168,17 @@ func New(cfg Config) *Engine {
 		e.version = DefaultVersion
 	}
 	e.start = e.clock.Now()
+	e.startWall = e.start.UnixNano()
 	e.defaultTube = e.tubeLocked([]byte("default"))
 	e.refLocked(e.defaultTube) // held for the engine's life
-	return e
+	if cfg.Journal != nil {
+		e.jr = cfg.Journal
+		if err := e.restore(); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("beanstalk: restore: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // MaxJobSize returns the largest job body the engine accepts.

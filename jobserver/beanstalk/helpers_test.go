@@ -26,9 +26,18 @@ func newTestEngine(t *testing.T) (*Engine, *clock.Fake) {
 	t.Helper()
 	fc := clock.NewFake(testStart)
 	sys := testSystem
-	e := New(Config{Clock: fc, System: &sys})
+	e := mustNew(Config{Clock: fc, System: &sys})
 	t.Cleanup(e.Close)
 	return e, fc
+}
+
+// mustNew is New for configurations that cannot fail.
+func mustNew(cfg Config) *Engine {
+	e, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return e
 }
 
 // conn is a test client: a session plus a count of notify calls.

@@ -7,6 +7,10 @@ const (
 	stateReserved
 	stateDelayed
 	stateBuried
+	// statePending is a put whose record is not durable yet: in the job
+	// table (so compaction keeps its record) but in no container, and
+	// invisible to commands (Engine.visible).
+	statePending
 )
 
 var stateNames = [...]string{
@@ -14,6 +18,7 @@ var stateNames = [...]string{
 	stateReserved: "reserved",
 	stateDelayed:  "delayed",
 	stateBuried:   "buried",
+	statePending:  "pending",
 }
 
 // job is one job. It is kept at 96 bytes (a Go size class) because the

@@ -79,20 +79,28 @@ func (s *Session) bestReadyLocked(now int64) *job {
 	return best
 }
 
-func (s *Session) reserveJobLocked(id uint64, r *wire.Reply, now int64) {
+// reserveJobLocked runs reserve-job. Taking a delayed or buried job is
+// journaled as making it ready (see persist.go), since nothing else would
+// be journaled when its TTR runs out or its session closes.
+func (s *Session) reserveJobLocked(id uint64, r *wire.Reply, now int64) Ticket {
 	e := s.e
-	j := e.jobs.get(id)
+	j := e.visible(id)
 	if j == nil || j.state == stateReserved {
 		r.Kind = wire.NotFound
-		return
+		return nil
 	}
 	if !s.worker {
 		s.worker = true
 		e.st.workers++
 	}
+	from := j.state
 	e.detachLocked(j)
 	e.reserveLocked(s, j, now)
 	r.Kind, r.ID, r.Body = wire.Reserved, j.id, j.body
+	if e.jr == nil || from == stateReady {
+		return nil
+	}
+	return e.journalUpdate(j)
 }
 
 func (s *Session) startWaitLocked(timed bool, until int64) {

@@ -82,6 +82,13 @@ func (e *Engine) NewSession(notify func()) *Session {
 // Reply bodies: the body of RESERVED and FOUND is the job's own, never
 // modified, so it may be kept; the YAML of OK lives in the session and is
 // valid until the next Exec. r.Tube is valid as long as the session.
+//
+// With a journal (Config.Journal), a command that changes a job (put,
+// release, bury, kick, kick-job, delete, reserve-job of a delayed or
+// buried job) blocks until its record is durable, without holding the
+// engine lock, and answers INTERNAL_ERROR if the journal fails. Call Exec
+// from a goroutine that may block (one per connection), never from a
+// shared event loop.
 func (s *Session) Exec(cmd *wire.Command, r *wire.Reply) bool {
 	*r = wire.Reply{}
 	switch cmd.Verb {
@@ -112,7 +119,18 @@ func (s *Session) exec(cmd *wire.Command, r *wire.Reply) {
 	if !timeless[cmd.Verb] {
 		now = e.now()
 	}
-	s.execLocked(cmd, r, now)
+	t := s.execLocked(cmd, r, now)
+	if t == nil {
+		return
+	}
+	// The change is made; acknowledge it once durable. The lock is free
+	// meanwhile, so other sessions append to the same group commit.
+	e.mu.Unlock()
+	err := t.Wait()
+	e.mu.Lock()
+	if err != nil {
+		*r = wire.Reply{Kind: wire.InternalError}
+	}
 }
 
 // RejectPut records a put the codec refused after reading its line, as
@@ -168,9 +186,54 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply) {
 		r.Kind = wire.Draining
 		return
 	}
+	if e.jr != nil {
+		e.putDurableLocked(s.use, j, r)
+		return
+	}
 	e.putLocked(s.use, j, e.now())
 	r.Kind = wire.Inserted
 	r.ID = j.id
+}
+
+// putDurableLocked is put with a journal: the job stays pending, invisible,
+// until its Full record is durable, and is then placed ready or delayed,
+// its delay counted from the put as the record says. On a journal error
+// the job is dropped and the reply is INTERNAL_ERROR. It unlocks e.mu while
+// it waits.
+func (e *Engine) putDurableLocked(t *tube, j *job, r *wire.Reply) {
+	j.id = e.nextID
+	e.nextID++
+	j.created = e.now()
+	j.tube = t
+	j.state = statePending
+	e.refLocked(t)
+	e.jobs.add(j)
+	tk, err := e.journalFull(j)
+	if err == nil {
+		e.mu.Unlock()
+		err = tk.Wait()
+		e.mu.Lock()
+	}
+	j.state = 0
+	if err != nil {
+		e.freeLocked(j)
+		r.Kind = wire.InternalError
+		return
+	}
+	t.totalJobs++
+	e.st.totalJobs++
+	now := e.now()
+	e.enqueueLocked(j, max(j.created+int64(j.delay)*int64(time.Second)-now, 0), now)
+	r.Kind = wire.Inserted
+	r.ID = j.id
+}
+
+// visible returns job id unless it is unknown or pending.
+func (e *Engine) visible(id uint64) *job {
+	if j := e.jobs.get(id); j != nil && j.state != statePending {
+		return j
+	}
+	return nil
 }
 
 // putLocked adds a new job to t.
@@ -198,8 +261,9 @@ var timeless = func() (t [numVerbs]bool) {
 }()
 
 // execLocked runs every command but put, reserve and quit. now is -1 for
-// the timeless ones.
-func (s *Session) execLocked(cmd *wire.Command, r *wire.Reply, now int64) {
+// the timeless ones. With a journal, it returns the Ticket of the change's
+// last record, to wait for before the reply goes out; otherwise nil.
+func (s *Session) execLocked(cmd *wire.Command, r *wire.Reply, now int64) Ticket {
 	e := s.e
 	switch cmd.Verb {
 	case wire.Use:
@@ -223,35 +287,44 @@ func (s *Session) execLocked(cmd *wire.Command, r *wire.Reply, now int64) {
 	case wire.Ignore:
 		s.ignoreLocked(cmd.Tube, r)
 	case wire.ReserveJob:
-		s.reserveJobLocked(cmd.ID, r, now)
+		return s.reserveJobLocked(cmd.ID, r, now)
 	case wire.Delete:
 		r.Kind = wire.NotFound
-		if j := e.jobs.get(cmd.ID); j != nil && (j.state != stateReserved || s.reserved.contains(j)) {
+		if j := e.visible(cmd.ID); j != nil && (j.state != stateReserved || s.reserved.contains(j)) {
 			s.deleteLocked(j)
 			r.Kind = wire.Deleted
+			if e.jr != nil {
+				return e.journalDelete(cmd.ID)
+			}
 		}
 	case wire.Release:
 		r.Kind = wire.NotFound
-		if j := e.jobs.get(cmd.ID); j != nil && s.owns(j) {
+		if j := e.visible(cmd.ID); j != nil && s.owns(j) {
 			s.releaseLocked(j, cmd.Pri, cmd.Delay, now)
 			r.Kind = wire.Released
+			if e.jr != nil {
+				return e.journalUpdate(j)
+			}
 		}
 	case wire.Bury:
 		r.Kind = wire.NotFound
-		if j := e.jobs.get(cmd.ID); j != nil && s.owns(j) {
+		if j := e.visible(cmd.ID); j != nil && s.owns(j) {
 			s.buryLocked(j, cmd.Pri)
 			r.Kind = wire.Buried
+			if e.jr != nil {
+				return e.journalUpdate(j)
+			}
 		}
 	case wire.Touch:
 		r.Kind = wire.NotFound
-		if j := e.jobs.get(cmd.ID); j != nil && s.owns(j) {
+		if j := e.visible(cmd.ID); j != nil && s.owns(j) {
 			j.deadline = now + int64(j.ttr)*int64(time.Second)
 			s.reserved.fix(j)
 			s.retimeLocked()
 			r.Kind = wire.Touched
 		}
 	case wire.Peek:
-		s.found(e.jobs.get(cmd.ID), r)
+		s.found(e.visible(cmd.ID), r)
 	case wire.PeekReady:
 		s.found(s.use.ready.top(), r)
 	case wire.PeekDelayed:
@@ -259,15 +332,17 @@ func (s *Session) execLocked(cmd *wire.Command, r *wire.Reply, now int64) {
 	case wire.PeekBuried:
 		s.found(s.use.buried.top(), r)
 	case wire.Kick:
-		r.Kind, r.Count = wire.KickedCount, uint64(e.kickLocked(s.use, cmd.Bound, now))
+		n, t := e.kickLocked(s.use, cmd.Bound, now)
+		r.Kind, r.Count = wire.KickedCount, uint64(n)
+		return t
 	case wire.KickJob:
 		r.Kind = wire.NotFound
-		if j := e.jobs.get(cmd.ID); j != nil && (j.state == stateBuried || j.state == stateDelayed) {
-			e.kickJobLocked(j, now)
+		if j := e.visible(cmd.ID); j != nil && (j.state == stateBuried || j.state == stateDelayed) {
 			r.Kind = wire.Kicked
+			return e.kickJobLocked(j, now)
 		}
 	case wire.StatsJob:
-		if j := e.jobs.get(cmd.ID); j != nil {
+		if j := e.visible(cmd.ID); j != nil {
 			s.buf = e.appendJobStats(s.buf[:0], j, now)
 			r.Kind, r.Body = wire.OK, s.buf
 		} else {
@@ -300,6 +375,7 @@ func (s *Session) execLocked(cmd *wire.Command, r *wire.Reply, now int64) {
 	default:
 		r.Kind = wire.UnknownCommand
 	}
+	return nil
 }
 
 // owns reports whether j is reserved by this session.
@@ -373,23 +449,30 @@ func (s *Session) buryLocked(j *job, pri uint32) {
 }
 
 // kickLocked moves up to bound jobs of t to ready: buried ones if there are
-// any, else delayed ones, soonest first.
-func (e *Engine) kickLocked(t *tube, bound uint32, now int64) uint32 {
+// any, else delayed ones, soonest first. With a journal it returns the
+// Ticket of the last kicked job's record, which completes after the others.
+func (e *Engine) kickLocked(t *tube, bound uint32, now int64) (uint32, Ticket) {
 	from := &t.buried
 	if from.len() == 0 {
 		from = &t.delay
 	}
 	var n uint32
+	var last Ticket
 	for ; n < bound && from.len() > 0; n++ {
-		e.kickJobLocked(from.top(), now)
+		last = e.kickJobLocked(from.top(), now)
 	}
-	return n
+	return n, last
 }
 
-func (e *Engine) kickJobLocked(j *job, now int64) {
+// kickJobLocked makes a buried or delayed job ready, and journals it.
+func (e *Engine) kickJobLocked(j *job, now int64) Ticket {
 	e.detachLocked(j)
 	j.kicks++
 	e.enqueueLocked(j, 0, now)
+	if e.jr == nil {
+		return nil
+	}
+	return e.journalUpdate(j)
 }
 
 // pauseLocked stops reserves from t for delay seconds. beanstalkd pauses

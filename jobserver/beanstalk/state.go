@@ -18,8 +18,10 @@ import (
 //	reserve    detach + reserve
 //	TTR expiry unreserve + enqueue
 //
-// A journal hooks in at the command level (putLocked, deleteLocked,
-// releaseLocked, buryLocked, kickLocked), where the whole change is known.
+// The journal hooks in at the command level (put, delete, release, bury,
+// kick, kick-job and reserve-job in session.go), where the whole change is
+// known; persist.go says what each writes and why the moves that write
+// nothing (reserve, TTR expiry, a delay running out) need no record.
 
 // enqueueLocked puts a job that is in no container into its tube: delayed
 // for delay nanoseconds, or ready at once. A ready job goes straight to a

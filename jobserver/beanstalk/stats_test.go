@@ -139,7 +139,7 @@ func TestStatsJobBody(t *testing.T) {
 
 func TestStatsQuoted113(t *testing.T) {
 	sys := testSystem
-	e := New(Config{Clock: clock.NewFake(testStart), System: &sys, QuoteStrings: true})
+	e := mustNew(Config{Clock: clock.NewFake(testStart), System: &sys, QuoteStrings: true})
 	defer e.Close()
 	c := newConn(t, e)
 	c.put(1, 0, 1, "x")
