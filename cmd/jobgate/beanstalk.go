@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -8,34 +11,69 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/proxy"
 )
 
-// newBeanstalkServer builds the Beanstalk server on a new in-process
-// engine. SIGUSR1 puts the engine in drain mode, as it does beanstalkd.
+// beanstalkService is the Beanstalk server plus the journal it owns, closed
+// after the server has stopped.
+type beanstalkService struct {
+	*proxy.BeanstalkServer
+	journal *engine.FileJournal // nil without persistence
+	usr1    chan os.Signal
+}
+
+// Shutdown stops the server, then closes the journal.
+func (s *beanstalkService) Shutdown(ctx context.Context) error {
+	signal.Stop(s.usr1)
+	err := s.BeanstalkServer.Shutdown(ctx)
+	if s.journal != nil {
+		err = errors.Join(err, s.journal.Close())
+	}
+	return err
+}
+
+// newBeanstalkServer builds the Beanstalk server on a new in-process engine,
+// restoring its jobs from the journal under data.dir. SIGUSR1 puts the
+// engine in drain mode, as it does beanstalkd.
 func newBeanstalkServer(cfg *config.Config, log *slog.Logger) (protocolServer, error) {
 	log = log.With("service", "beanstalk")
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
-		EngineConfig: engine.Config{
-			MaxJobSize:   cfg.Beanstalk.MaxJobSize.Int(),
-			Version:      version,
-			QuoteStrings: cfg.Beanstalk.QuoteStats,
-		},
-		Log: log,
-	})
+	ec := engine.Config{
+		MaxJobSize:   cfg.Beanstalk.MaxJobSize.Int(),
+		Version:      version,
+		QuoteStrings: cfg.Beanstalk.QuoteStats,
+	}
+	var fj *engine.FileJournal
+	if cfg.Data.Dir != "" {
+		var rep journal.ReplayReport
+		var err error
+		fj, rep, err = engine.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
+		ec.Journal = fj
+	}
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log})
 	if err != nil {
+		if fj != nil {
+			fj.Close()
+		}
 		return nil, err
 	}
+	if fj != nil {
+		log.Info("jobs restored", "jobs", fj.Restored())
+	}
+	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1)}
 	eng := srv.Engine()
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
+	signal.Notify(s.usr1, syscall.SIGUSR1)
 	go func() {
-		for range usr1 {
+		for range s.usr1 {
 			if !eng.Draining() {
 				log.Info("entering drain mode (SIGUSR1): put answers DRAINING")
 			}
 			eng.SetDraining(true)
 		}
 	}()
-	return srv, nil
+	return s, nil
 }

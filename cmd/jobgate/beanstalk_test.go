@@ -16,7 +16,7 @@ import (
 // job size limit applies, and SIGUSR1 puts it in drain mode as it does
 // beanstalkd.
 func TestBeanstalkServerFromFlags(t *testing.T) {
-	cfg, code := parseCommandLine([]string{"-beanstalk-max-job-size=4"}, io.Discard)
+	cfg, code := parseCommandLine([]string{"-beanstalk-max-job-size=4", "-data", ""}, io.Discard)
 	if cfg == nil {
 		t.Fatalf("parse: exit %d", code)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/jobgate/jobgate/config"
 )
@@ -89,4 +90,21 @@ func applyFlags(cfg *config.Config, fs *flag.FlagSet, flags map[string]*configFl
 		return errs
 	}
 	return cfg.Validate()
+}
+
+// applyGearmanUpstream is -gearman-upstream, the one-line gateway: every
+// Gearman function goes to the gearmand servers listed (comma-separated),
+// sharded by name. It does not mix with routing from a config file.
+func applyGearmanUpstream(cfg *config.Config, list string) error {
+	if len(cfg.Backends) > 0 || len(cfg.Pools) > 0 || len(cfg.Routes.Gearman) > 0 || cfg.Routes.GearmanDefault != config.LocalName {
+		return fmt.Errorf("-gearman-upstream: the config file already declares backends, pools or Gearman routes; use one or the other")
+	}
+	up, err := config.Upstreams(strings.Split(list, ","), nil)
+	if err != nil {
+		return err
+	}
+	cfg.Backends = up.Backends
+	cfg.Pools = up.Pools
+	cfg.Routes.GearmanDefault = up.Routes.GearmanDefault
+	return nil
 }

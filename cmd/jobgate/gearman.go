@@ -32,7 +32,8 @@ func (s *gearmanService) Shutdown(ctx context.Context) error {
 }
 
 // newGearmanServer builds the Gearman server on a new in-process engine,
-// restoring its background jobs from the journal under data.dir.
+// restoring its background jobs from the journal under data.dir; with
+// gearman backends configured it routes functions to them as a gateway.
 func newGearmanServer(cfg *config.Config, log *slog.Logger) (protocolServer, error) {
 	g := cfg.Gearman
 	log = log.With("service", "gearman")
@@ -68,6 +69,14 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger) (protocolServer, err
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		sc.Engine.Journal = fj
 	}
+	gw, err := proxy.NewGearmanGatewayFromConfig(cfg)
+	if err != nil {
+		if fj != nil {
+			fj.Close()
+		}
+		return nil, fmt.Errorf("routing: %w", err)
+	}
+	sc.Gateway = gw
 	srv, err := proxy.NewGearmanServer(sc)
 	if err != nil {
 		if fj != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/jobgate/jobgate/config"
@@ -15,7 +16,7 @@ import (
 var notServedYet = []string{
 	"gearman.tls_listen", "beanstalk.tls_listen", "admin.tls",
 	"limits", "tls", "auth", "tracing",
-	"backends", "pools", "routes",
+	"routes.beanstalk", "routes.beanstalk_default",
 }
 
 const unserved = "not supported by this build yet; remove it (see the README's Configuration)"
@@ -46,6 +47,15 @@ func checkServed(cfg *config.Config) error {
 			errs = append(errs, cfg.ErrorAt(path, unserved))
 		}
 	}
+	// Gearman upstreams are served; Beanstalk ones and upstream TLS not yet.
+	for i, b := range cfg.Backends {
+		if b.Type == config.TypeBeanstalk {
+			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("backends[%d].type", i), "Beanstalk upstreams are "+unserved))
+		}
+		if b.TLS.Enabled {
+			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("backends[%d].tls.enabled", i), "upstream TLS is "+unserved))
+		}
+	}
 	if len(errs) > 0 {
 		return errs
 	}
@@ -64,9 +74,6 @@ func notServed(path string) bool {
 // sectionLists gives the length of each list of sections among the
 // features not served yet.
 var sectionLists = map[string]func(*config.Config) int{
-	"backends":         func(c *config.Config) int { return len(c.Backends) },
-	"pools":            func(c *config.Config) int { return len(c.Pools) },
-	"routes.gearman":   func(c *config.Config) int { return len(c.Routes.Gearman) },
 	"routes.beanstalk": func(c *config.Config) int { return len(c.Routes.Beanstalk) },
 	"tls.certificates": func(c *config.Config) int { return len(c.TLS.Certificates) },
 	"auth.identities":  func(c *config.Config) int { return len(c.Auth.Identities) },
