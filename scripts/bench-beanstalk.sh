@@ -10,12 +10,16 @@
 # Environment (defaults in brackets):
 #   ROUNDS [3]  DURATION [5s]  OUT [a temporary directory]
 #   WORKLOADS ["put-1 put-16 reserve-delete cycle pipelined-put put-16k"]
+#   FSYNC [""]: with always, interval or never, both servers persist, each
+#     with the matching policy: jobgate -data-fsync always|interval (50ms)|
+#     never against beanstalkd -b with -f0|-f50|-F.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
 WORKLOADS=${WORKLOADS:-"put-1 put-16 reserve-delete cycle pipelined-put put-16k"}
+FSYNC=${FSYNC:-}
 OUT=${OUT:-$(mktemp -d /tmp/bench-beanstalk.XXXXXX)}
 mkdir -p "$OUT"
 command -v beanstalkd >/dev/null || { echo "beanstalkd not found" >&2; exit 1; }
@@ -55,15 +59,29 @@ stop_servers() {
 trap stop_servers EXIT
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds=$ROUNDS duration=$DURATION; raw runs in $OUT"
+echo "rounds=$ROUNDS duration=$DURATION fsync=${FSYNC:-off}; raw runs in $OUT"
+case $FSYNC in
+"") BS_PERSIST=() JG_PERSIST=(-data "") ;;
+always) BS_PERSIST=(-f0) JG_PERSIST=(-data-fsync always) ;;
+interval) BS_PERSIST=(-f50) JG_PERSIST=(-data-fsync interval -data-fsync-interval 50ms) ;;
+never) BS_PERSIST=(-F) JG_PERSIST=(-data-fsync never) ;;
+*) echo "FSYNC must be always, interval or never" >&2; exit 1 ;;
+esac
 for wl in $WORKLOADS; do
 	# Fresh servers per workload, so one workload's leftovers weigh on no other.
 	BS_PORT=$(free_port)
-	beanstalkd -l 127.0.0.1 -p "$BS_PORT" >"$OUT/beanstalkd.log" 2>&1 &
+	persist_bs=() persist_jg=("${JG_PERSIST[@]}")
+	if [ -n "$FSYNC" ]; then
+		rm -rf "$OUT/data-bs" "$OUT/data-jg"
+		mkdir -p "$OUT/data-bs" "$OUT/data-jg"
+		persist_bs=(-b "$OUT/data-bs" "${BS_PERSIST[@]}")
+		persist_jg+=(-data "$OUT/data-jg")
+	fi
+	beanstalkd -l 127.0.0.1 -p "$BS_PORT" "${persist_bs[@]}" >"$OUT/beanstalkd.log" 2>&1 &
 	BS_PID=$!
 	JG_PORT=$(free_port)
 	while [ "$JG_PORT" = "$BS_PORT" ]; do JG_PORT=$(free_port); done
-	"$OUT/jobgate" -gearman "" -admin "" -data "" -beanstalk "127.0.0.1:$JG_PORT" >"$OUT/jobgate.log" 2>&1 &
+	"$OUT/jobgate" -gearman "" -admin "" "${persist_jg[@]}" -beanstalk "127.0.0.1:$JG_PORT" >"$OUT/jobgate.log" 2>&1 &
 	JG_PID=$!
 	wait_port "$BS_PORT"
 	wait_port "$JG_PORT"

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -87,6 +88,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "jobgate: every listener is disabled; nothing to do")
 		return 2
 	}
+	// Journal replay builds and drops a copy of every record; hand that
+	// memory back now rather than carry it until the heap grows into it.
+	debug.FreeOSMemory()
 	return serve(services, listenersBound, cfg.ShutdownTimeout, log)
 }
 
