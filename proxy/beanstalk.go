@@ -14,6 +14,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/metrics"
 )
 
 // BeanstalkConfig configures a BeanstalkServer.
@@ -31,6 +32,11 @@ type BeanstalkConfig struct {
 	MaxLine int
 	// Log receives connection errors; nil discards them.
 	Log *slog.Logger
+	// Metrics, when set, counts commands by verb and result, connections,
+	// and jobs per tube (through an engine Observer), and reports queue
+	// depths at scrape time. nil: no metrics, at the cost of a nil check.
+	// The server sets the engine's Observer, replacing any other.
+	Metrics *metrics.Metrics
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -38,17 +44,19 @@ type BeanstalkConfig struct {
 // and writes the reply, flushing only when no more input is buffered, so
 // pipelined commands are answered with one write.
 type BeanstalkServer struct {
-	eng      *engine.Engine
-	ownsEng  bool
-	limits   wire.Limits
-	log      *slog.Logger
-	mu       sync.Mutex // guards the fields below
-	addr     net.Addr
-	lns      map[net.Listener]struct{}
-	conns    map[*beanstalkConn]struct{}
-	shutdown bool
-	quit     chan struct{}  // closed by Shutdown
-	wg       sync.WaitGroup // one per connection goroutine
+	eng        *engine.Engine
+	ownsEng    bool
+	limits     wire.Limits
+	log        *slog.Logger
+	metrics    *metrics.Metrics    // nil: no metrics
+	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
+	mu         sync.Mutex          // guards the fields below
+	addr       net.Addr
+	lns        map[net.Listener]struct{}
+	conns      map[*beanstalkConn]struct{}
+	shutdown   bool
+	quit       chan struct{}  // closed by Shutdown
+	wg         sync.WaitGroup // one per connection goroutine
 }
 
 // NewBeanstalkServer returns a server; call Serve to start it.
@@ -75,6 +83,9 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.limits = wire.Limits{MaxLine: cfg.MaxLine, MaxJobSize: s.eng.MaxJobSize()}
+	if cfg.Metrics != nil {
+		s.wireMetrics(cfg.Metrics)
+	}
 	return s, nil
 }
 
@@ -183,6 +194,9 @@ func (s *BeanstalkServer) newConn(nc net.Conn) *beanstalkConn {
 	c.in = beanstalkInput{nc: nc}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
+	if s.connSeries != nil {
+		s.connSeries.Opened()
+	}
 	return c
 }
 
@@ -190,6 +204,9 @@ func (s *BeanstalkServer) dropConn(c *beanstalkConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if s.connSeries != nil {
+		s.connSeries.Closed()
+	}
 	s.wg.Done()
 }
 
@@ -267,8 +284,13 @@ func (c *beanstalkConn) serve() {
 	c.in.wr = wr
 	rd := wire.NewReader(&c.in, c.srv.limits)
 	var r wire.Reply
+	m := c.srv.metrics
 	for {
 		cmd, err := rd.ReadCommand()
+		var verb wire.Verb // 0 ("unknown") for a line the codec refused
+		if err == nil {
+			verb = cmd.Verb
+		}
 		if err != nil {
 			var ce *wire.ClientError
 			if !errors.As(err, &ce) {
@@ -280,10 +302,16 @@ func (c *beanstalkConn) serve() {
 			}
 			sess.RejectPut(ce.Kind)
 			r = wire.Reply{Kind: ce.Kind}
+			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
+				verb = wire.Put
+			}
 		} else if !sess.Exec(cmd, &r) {
 			if wr.Flush() != nil || !c.await(sess, &r) {
 				return
 			}
+		}
+		if m != nil {
+			m.Commands.Beanstalk(verb, beanstalkResult(r.Kind))
 		}
 		if r.Kind == 0 { // quit
 			wr.Flush()

@@ -6,6 +6,7 @@ import (
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/journal"
+	"github.com/jobgate/jobgate/metrics"
 )
 
 // BenchmarkGearmanServerForeground runs foreground jobs one at a time
@@ -17,13 +18,17 @@ import (
 // server in one process the goroutine mode can hand each packet over
 // without waking another thread, which separate processes cannot.
 func BenchmarkGearmanServerForeground(b *testing.B) {
-	for _, goroutines := range []bool{false, true} {
-		name := "loop"
-		if goroutines {
-			name = "goroutines"
-		}
-		b.Run(name, func(b *testing.B) {
-			addr := startJobgateGearmanServer(b, GearmanConfig{Engine: gearmanConfigForTest(), Goroutines: goroutines})
+	for _, mode := range []struct {
+		name                string
+		goroutines, metrics bool
+	}{{"loop", false, false}, {"goroutines", true, false}, {"loop-metrics", false, true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			cfg := GearmanConfig{Engine: gearmanConfigForTest(), Goroutines: mode.goroutines}
+			if mode.metrics {
+				// Metrics must not add allocations to the loop's 0.
+				cfg.Metrics = metrics.New(metrics.Options{NoRuntimeCollectors: true})
+			}
+			addr := startJobgateGearmanServer(b, cfg)
 			dial := func() (net.Conn, *codec.Reader) {
 				nc, err := net.Dial("tcp", addr)
 				if err != nil {

@@ -338,10 +338,14 @@ func (c *gearmanConn) readLoop() {
 		if err != nil {
 			if c.passOversized(err, &f) {
 				err = nil
-			} else if !c.protocolError(err) {
-				c.flush()
-				return
 			} else {
+				if c.srv.metrics != nil {
+					c.countProtocolError(err)
+				}
+				if !c.protocolError(err) {
+					c.flush()
+					return
+				}
 				continue
 			}
 		}
@@ -350,6 +354,9 @@ func (c *gearmanConn) readLoop() {
 			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
 			err = c.sess.HandleText(f.Text)
+		}
+		if c.srv.metrics != nil {
+			c.countFrame(&f, err)
 		}
 		if err != nil {
 			c.flush()

@@ -8,6 +8,7 @@ import (
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/tlsconf"
 	"github.com/jobgate/jobgate/routing"
 	"github.com/jobgate/jobgate/routing/upstream"
@@ -166,6 +167,15 @@ func (gw *gearmanGateway) stop() {
 //	...
 //	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{Engine: ..., Gateway: gw})
 func NewGearmanGatewayFromConfig(c *config.Config) (*GearmanGateway, error) {
+	return NewGearmanGatewayFromConfigWithMetrics(c, nil)
+}
+
+// NewGearmanGatewayFromConfigWithMetrics is NewGearmanGatewayFromConfig
+// that also reports each upstream backend's breaker state and health to m
+// (jobgate_breaker_state, jobgate_breaker_transitions_total,
+// jobgate_backend_up); nil m reports nothing. Commands through the gateway
+// are counted by the server (GearmanConfig.Metrics), not here.
+func NewGearmanGatewayFromConfigWithMetrics(c *config.Config, m *metrics.Metrics) (*GearmanGateway, error) {
 	limits := codec.Limits{MaxPacketSize: int(c.Gearman.MaxPacketSize)}
 	byName := map[string]*routing.Backend{}
 	var all []*routing.Backend
@@ -194,16 +204,25 @@ func NewGearmanGatewayFromConfig(c *config.Config) (*GearmanGateway, error) {
 				return nil, fmt.Errorf("gearman backend %q: %w", cb.Name, err)
 			}
 			b := &routing.Backend{ID: cb.ID, Name: cb.Name, Gearman: ug}
+			// The hooks are resolved once per backend here; they are cheap
+			// and lock-free, as routing requires of them.
+			var onBreaker func(string, routing.BreakerState, routing.BreakerState)
+			var onHealth func(bool)
+			if m != nil {
+				bs := m.Backend(cb.Name)
+				onBreaker = func(_ string, _, to routing.BreakerState) { bs.SetBreakerState(uint8(to)) }
+				onHealth = bs.SetUp
+			}
 			if cb.Breaker.Failures > 0 {
 				b.Breaker, err = routing.NewBreaker(routing.BreakerConfig{Name: cb.Name,
 					Failures: cb.Breaker.Failures, OpenTimeout: cb.Breaker.OpenTimeout,
-					HalfOpenRequests: cb.Breaker.HalfOpenRequests})
+					HalfOpenRequests: cb.Breaker.HalfOpenRequests, OnStateChange: onBreaker})
 				if err != nil {
 					return nil, err
 				}
 			}
 			if cb.HealthInterval > 0 {
-				b.Health, err = routing.NewHealth(routing.HealthConfig{Probe: ug.Probe, Interval: cb.HealthInterval})
+				b.Health, err = routing.NewHealth(routing.HealthConfig{Probe: ug.Probe, Interval: cb.HealthInterval, OnChange: onHealth})
 				if err != nil {
 					return nil, err
 				}

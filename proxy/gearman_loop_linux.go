@@ -312,10 +312,14 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 		if err != nil {
 			if c.passOversized(err, &f) {
 				err = nil
-			} else if !c.protocolError(err) {
-				l.close(c)
-				return
 			} else {
+				if c.srv.metrics != nil {
+					c.countProtocolError(err)
+				}
+				if !c.protocolError(err) {
+					l.close(c)
+					return
+				}
 				continue
 			}
 		}
@@ -324,6 +328,9 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
 			err = c.sess.HandleText(f.Text)
+		}
+		if c.srv.metrics != nil {
+			c.countFrame(&f, err)
 		}
 		if err != nil || c.closeReq.Load() {
 			l.close(c)

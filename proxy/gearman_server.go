@@ -13,6 +13,7 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/metrics"
 )
 
 // flushingClock runs the server's flushDirty after each timer function, so
@@ -67,6 +68,11 @@ type GearmanConfig struct {
 	// upstream servers may block, which must not stall the event loop
 	// that serves every other connection.
 	Gateway *GearmanGateway
+	// Metrics, when set, counts requests by packet type and result
+	// (gearman_metrics.go), connections, and jobs per function (through an
+	// engine Observer), and reports queue depths at scrape time. nil: no
+	// metrics, at the cost of a nil check per request.
+	Metrics *metrics.Metrics
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
@@ -77,6 +83,9 @@ type GearmanServer struct {
 	engine *gearman.Engine
 	log    *slog.Logger
 	gw     *gearmanGateway // nil: connections talk to the engine directly
+
+	metrics    *metrics.Metrics    // nil: no metrics
+	connSeries *metrics.ConnSeries // metrics.Conns(Gearman), resolved once
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -170,6 +179,9 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 		return nil, err
 	}
 	s.engine = e
+	if cfg.Metrics != nil {
+		s.wireMetrics(cfg.Metrics)
+	}
 	if g := cfg.Gateway; g != nil && !g.Handles.Passthrough() {
 		gw, err := newGearmanGateway(s, g)
 		if err != nil {
@@ -327,6 +339,9 @@ func (s *GearmanServer) startConn(nc net.Conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	if s.connSeries != nil {
+		s.connSeries.Opened()
+	}
 	if c.loop != nil {
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -344,4 +359,7 @@ func (s *GearmanServer) removeConn(c *gearmanConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	if s.connSeries != nil {
+		s.connSeries.Closed()
+	}
 }

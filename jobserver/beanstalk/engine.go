@@ -129,6 +129,8 @@ type Engine struct {
 	startWall int64  // e.start as Unix ns: engine time to wall time
 	rec, snap []byte // record buffers for appends and for snapshots
 	restored  int    // jobs New restored
+
+	obs Observer // job events for metrics; nil: none (observe.go)
 }
 
 // stats are the global counters of the "stats" command.

@@ -223,6 +223,9 @@ func (e *Engine) putDurableLocked(t *tube, j *job, r *wire.Reply) {
 	t.totalJobs++
 	e.st.totalJobs++
 	now := e.now()
+	if e.obs != nil {
+		e.obs.JobPut(t.name)
+	}
 	e.enqueueLocked(j, max(j.created+int64(j.delay)*int64(time.Second)-now, 0), now)
 	r.Kind = wire.Inserted
 	r.ID = j.id
@@ -246,6 +249,9 @@ func (e *Engine) putLocked(t *tube, j *job, now int64) {
 	e.jobs.add(j)
 	t.totalJobs++
 	e.st.totalJobs++
+	if e.obs != nil {
+		e.obs.JobPut(t.name)
+	}
 	e.enqueueLocked(j, int64(j.delay)*int64(time.Second), now)
 }
 
@@ -426,6 +432,10 @@ func (s *Session) found(j *job, r *wire.Reply) {
 
 func (s *Session) deleteLocked(j *job) {
 	if j.state == stateReserved {
+		if o := s.e.obs; o != nil {
+			// delete is timeless: read the clock only for the observer.
+			o.JobDeleted(j.tube.name, runTime(j, s.e.now()))
+		}
 		s.unreserveLocked(j)
 	} else {
 		s.e.detachLocked(j)
@@ -443,6 +453,9 @@ func (s *Session) releaseLocked(j *job, pri, delay uint32, now int64) {
 }
 
 func (s *Session) buryLocked(j *job, pri uint32) {
+	if o := s.e.obs; o != nil {
+		o.JobBuried(j.tube.name, runTime(j, s.e.now()))
+	}
 	s.unreserveLocked(j)
 	j.pri = pri
 	s.e.buryLocked(j)

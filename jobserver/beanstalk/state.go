@@ -92,6 +92,9 @@ func (e *Engine) buryLocked(j *job) {
 
 // reserveLocked gives a job that is in no container to s, starting its TTR.
 func (e *Engine) reserveLocked(s *Session, j *job, now int64) {
+	if e.obs != nil {
+		e.obs.JobReserved(j.tube.name, time.Duration(max(now-j.created-int64(j.delay)*int64(time.Second), 0)))
+	}
 	j.state = stateReserved
 	j.deadline = now + int64(j.ttr)*int64(time.Second)
 	j.reserves++

@@ -145,6 +145,11 @@ type Engine struct {
 	text      []byte               // guarded by mu; scratch for admin replies
 	shutdownQ bool                 // guarded by mu; a shutdown callback is pending
 
+	// Metrics hooks (observe.go).
+	obs       Observer // guarded by mu; nil: none
+	timedFrom int64    // guarded by mu; the first enqueue sequence that is a time
+	handling  *Session // guarded by mu; the session inside Handle, whose outcome emitError sets
+
 	// Persistence (persist.go, held.go); unused without a journal.
 	jr            Journal    // cfg.Journal
 	snap          []byte     // guarded by mu; scratch for encoded records
@@ -294,6 +299,9 @@ func (e *Engine) write(s *Session, t codec.Type, args ...[]byte) {
 
 // emitError sends ERROR code\0text to s.
 func (e *Engine) emitError(s *Session, code, text string) {
+	if s == e.handling {
+		s.outcome = errorOutcome(code)
+	}
 	e.scratch = append(append(e.scratch[:0], code...), text...)
 	e.emit(s, codec.Error, e.scratch[:len(code)], e.scratch[len(code):])
 }

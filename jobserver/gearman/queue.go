@@ -1,6 +1,8 @@
 package gearman
 
 import (
+	"time"
+
 	codec "github.com/jobgate/jobgate/codec/gearman"
 )
 
@@ -103,8 +105,7 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 // worker for it.
 func (e *Engine) enqueue(j *job) {
 	f := j.fn
-	e.seq++
-	j.at = e.seq
+	j.at = e.nextSeq()
 	j.state = stateQueued
 	f.queue[j.prio].push(j)
 	f.queued[j.prio]++
@@ -157,9 +158,19 @@ func (e *Engine) assign(s *Session, j *job) {
 	j.worker = s
 	j.fn.running++
 	s.running = append(s.running, j)
-	j.at = 0
+	var start int64 // 0 unless an observer needs the run time (observe.go)
+	if e.obs != nil {
+		start = e.now()
+		if j.at >= e.timedFrom {
+			e.obs.JobStarted(j.fn.name, time.Duration(max(start-j.at, 0)))
+		}
+	}
+	j.at = start
 	if t := s.timeoutFor(j.fn); t > 0 {
-		j.at = e.now() + int64(t)
+		if start == 0 {
+			start = e.now()
+		}
+		j.at = start + int64(t)
 		e.heap.push(j)
 		e.armTimer()
 	}

@@ -31,6 +31,7 @@ type Session struct {
 	running      []*job     // jobs this worker holds
 	attached     *attach    // jobs this client waits for
 	prevS, nextS *Session   // engine's session list
+	outcome      Outcome    // of the last Handle; written only by Handle (observe.go)
 }
 
 // ability is one function a worker registered, with its CAN_DO_TIMEOUT.
@@ -159,7 +160,13 @@ var minArgs = [...]int{
 func (s *Session) Handle(p *codec.Packet) error {
 	e := s.e
 	e.mu.Lock()
+	s.outcome = OutcomeOK
+	e.handling = s
 	err := s.handleLocked(p)
+	e.handling = nil
+	if err != nil {
+		s.outcome = OutcomeClientError
+	}
 	e.mu.Unlock()
 	return err
 }
@@ -275,6 +282,9 @@ func (s *Session) submit(fn, unique, data []byte, prio uint8, bg bool, at int64,
 		client = nil
 	}
 	j, res, gate := e.submit(fn, unique, data, prio, client, at, reducer)
+	if res == submitCreated && e.obs != nil {
+		e.obs.JobSubmitted(j.fn.name)
+	}
 	switch {
 	case res == submitFull:
 		e.emitError(s, "QUEUE_ERROR", "Job queue is full")

@@ -106,6 +106,7 @@ func (s *Session) grab(t codec.Type) {
 	s.setWake(false, false)
 	j := e.take(s)
 	if j == nil {
+		s.outcome = OutcomeMiss // grab runs only inside s's own Handle
 		e.emit(s, codec.NoJob)
 		return
 	}
@@ -182,6 +183,9 @@ func (s *Session) workDone(t codec.Type, h, data []byte) {
 		default:
 			e.emit(a.s, t, h, data)
 		}
+	}
+	if e.obs != nil {
+		e.observeDone(j, t == codec.WorkComplete)
 	}
 	// The worker's next reply waits until the removal is durable, so a
 	// worker (and a test) knows a completed job will not come back.
