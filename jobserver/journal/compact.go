@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"time"
 )
 
 // Compaction keeps the directory bounded by the live state without
@@ -68,6 +69,22 @@ func (j *Journal) runCompactor() {
 			}
 		}
 		j.kicksDone.Store(seen)
+	}
+}
+
+// SettleCompaction waits until the background compactor has handled every
+// segment rotation so far, so that the caller sees the directory at rest
+// (a size measured while a compaction is under way is not what it leaves
+// behind). It returns at once when automatic compaction is off, and after
+// Close.
+func (j *Journal) SettleCompaction() {
+	sent := j.kicksSent.Load()
+	for j.kicksDone.Load() < sent {
+		select {
+		case <-j.compactorDone:
+			return
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 
