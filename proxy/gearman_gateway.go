@@ -159,23 +159,18 @@ func (gw *gearmanGateway) stop() {
 // check), the pools whose members serve Gearman, and routes.gearman with
 // routes.gearman_default. c must have passed Validate. The result goes in
 // GearmanConfig.Gateway; when c names no gearman backend the server stays
-// a plain local server. Typical wiring:
+// a plain local server. Each upstream backend's breaker state and health go
+// to m (jobgate_breaker_state, jobgate_breaker_transitions_total,
+// jobgate_backend_up); nil m reports nothing. Commands through the gateway
+// are counted by the server (GearmanConfig.Metrics), not here. Typical
+// wiring:
 //
 //	c, err := config.Load(file) // or config.Upstreams(gearmanAddrs, nil)
 //	...
-//	gw, err := proxy.NewGearmanGatewayFromConfig(c)
+//	gw, err := proxy.NewGearmanGatewayFromConfig(c, m)
 //	...
-//	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{Engine: ..., Gateway: gw})
-func NewGearmanGatewayFromConfig(c *config.Config) (*GearmanGateway, error) {
-	return NewGearmanGatewayFromConfigWithMetrics(c, nil)
-}
-
-// NewGearmanGatewayFromConfigWithMetrics is NewGearmanGatewayFromConfig
-// that also reports each upstream backend's breaker state and health to m
-// (jobgate_breaker_state, jobgate_breaker_transitions_total,
-// jobgate_backend_up); nil m reports nothing. Commands through the gateway
-// are counted by the server (GearmanConfig.Metrics), not here.
-func NewGearmanGatewayFromConfigWithMetrics(c *config.Config, m *metrics.Metrics) (*GearmanGateway, error) {
+//	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{Engine: ..., Gateway: gw, Metrics: m})
+func NewGearmanGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*GearmanGateway, error) {
 	limits := codec.Limits{MaxPacketSize: int(c.Gearman.MaxPacketSize)}
 	byName := map[string]*routing.Backend{}
 	var all []*routing.Backend

@@ -23,7 +23,7 @@ func TestGearmanGatewayBreakerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
-	g, err := proxy.NewGearmanGatewayFromConfigWithMetrics(c, m)
+	g, err := proxy.NewGearmanGatewayFromConfig(c, m)
 	if err != nil {
 		t.Fatal(err)
 	}

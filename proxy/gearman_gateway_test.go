@@ -334,7 +334,7 @@ func TestGearmanGatewayCLI(t *testing.T) {
 func TestNewGearmanGatewayFromConfig(t *testing.T) {
 	// No upstream: the plain server, whose connections use the engine
 	// directly.
-	g, err := NewGearmanGatewayFromConfig(config.Default())
+	g, err := NewGearmanGatewayFromConfig(config.Default(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestNewGearmanGatewayFromConfig(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err = NewGearmanGatewayFromConfig(c)
+	g, err = NewGearmanGatewayFromConfig(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

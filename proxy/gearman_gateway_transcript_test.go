@@ -75,7 +75,7 @@ func startGearmanGateway(t testing.TB, c *config.Config, engine gearman.Config, 
 	for i := range c.Backends {
 		c.Backends[i].HealthInterval = 0
 	}
-	g, err := NewGearmanGatewayFromConfig(c)
+	g, err := NewGearmanGatewayFromConfig(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

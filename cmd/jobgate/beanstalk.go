@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/config"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/journal"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
 )
 
@@ -36,7 +37,7 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 // newBeanstalkServer builds the Beanstalk server on a new in-process engine,
 // restoring its jobs from the journal under data.dir. SIGUSR1 puts the
 // engine in drain mode, as it does beanstalkd.
-func newBeanstalkServer(cfg *config.Config, log *slog.Logger) (protocolServer, error) {
+func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (protocolServer, error) {
 	log = log.With("service", "beanstalk")
 	ec := engine.Config{
 		MaxJobSize:   cfg.Beanstalk.MaxJobSize.Int(),
@@ -54,7 +55,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger) (protocolServer, e
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		ec.Journal = fj
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m})
 	if err != nil {
 		if fj != nil {
 			fj.Close()

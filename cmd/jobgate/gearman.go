@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/jobserver/journal"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
 )
 
@@ -34,7 +35,7 @@ func (s *gearmanService) Shutdown(ctx context.Context) error {
 // newGearmanServer builds the Gearman server on a new in-process engine,
 // restoring its background jobs from the journal under data.dir; with
 // gearman backends configured it routes functions to them as a gateway.
-func newGearmanServer(cfg *config.Config, log *slog.Logger) (protocolServer, error) {
+func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (protocolServer, error) {
 	g := cfg.Gearman
 	log = log.With("service", "gearman")
 	sc := proxy.GearmanConfig{
@@ -48,7 +49,8 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger) (protocolServer, err
 			MaxPacketSize: g.MaxPacketSize.Int(),
 			MaxLineSize:   g.MaxAdminLine.Int(),
 		},
-		Log: log,
+		Log:     log,
+		Metrics: m,
 	}
 	if g.AdminShutdown {
 		sc.OnShutdown = func(graceful bool) {
@@ -69,7 +71,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger) (protocolServer, err
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		sc.Engine.Journal = fj
 	}
-	gw, err := proxy.NewGearmanGatewayFromConfig(cfg)
+	gw, err := proxy.NewGearmanGatewayFromConfig(cfg, m)
 	if err != nil {
 		if fj != nil {
 			fj.Close()

@@ -169,26 +169,30 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 }
 
 // buildServices constructs a server for every enabled listener. The
-// returned flag turns ready once every listener is bound.
+// returned flag turns ready once every listener is bound. Metrics are
+// collected only when the admin server is there to serve them.
 func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag, error) {
+	var m *metrics.Metrics
+	if cfg.Admin.Listen != "" {
+		m = metrics.New(metrics.Options{Version: version, Logger: log})
+	}
 	var services []service
 	if cfg.Gearman.Listen != "" {
-		srv, err := newGearmanServer(cfg, log)
+		srv, err := newGearmanServer(cfg, log, m)
 		if err != nil {
 			return nil, nil, fmt.Errorf("gearman: %w", err)
 		}
 		services = append(services, service{"gearman", cfg.Gearman.Listen, srv})
 	}
 	if cfg.Beanstalk.Listen != "" {
-		srv, err := newBeanstalkServer(cfg, log)
+		srv, err := newBeanstalkServer(cfg, log, m)
 		if err != nil {
 			return nil, nil, fmt.Errorf("beanstalk: %w", err)
 		}
 		services = append(services, service{"beanstalk", cfg.Beanstalk.Listen, srv})
 	}
 	bound := admin.NewFlag("listeners bound")
-	if cfg.Admin.Listen != "" && len(services) > 0 {
-		m := metrics.New(metrics.Options{Version: version, Logger: log})
+	if m != nil && len(services) > 0 {
 		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log})
 		adm.AddCheck("listeners", bound.Check)
 		services = append(services, service{"admin", cfg.Admin.Listen, adm})

@@ -182,7 +182,11 @@ func TestBinaryServesAndStops(t *testing.T) {
 	if got := ask(addrs["beanstalk"], "put 0 0 1 2\r\nhi\r\n", len("INSERTED 1\r\n")); got != "INSERTED 1\r\n" {
 		t.Errorf("beanstalk put answered %q", got)
 	}
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ok", "/metrics": "jobgate_build_info"} {
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/readyz":  "ok",
+		"/metrics": `jobgate_commands_total{command="put",protocol="beanstalk",result="ok"} 1`,
+	} {
 		resp, err := http.Get("http://" + addrs["admin"] + path)
 		if err != nil {
 			t.Fatal(err)
@@ -191,6 +195,9 @@ func TestBinaryServesAndStops(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("GET %s: %d %q", path, resp.StatusCode, body)
+		}
+		if path == "/metrics" && !strings.Contains(string(body), `jobgate_commands_total{command="ECHO_REQ",protocol="gearman",result="ok"} 1`) {
+			t.Errorf("/metrics does not count the Gearman ECHO")
 		}
 	}
 
