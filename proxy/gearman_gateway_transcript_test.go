@@ -61,7 +61,7 @@ func TestGearmanGatewayTranscripts(t *testing.T) {
 					t.Fatal(err)
 				}
 				addr, _ := startGearmanGateway(t, c, gearman.Config{JobRetries: sc.retries, HandlePrefix: "H:jobgate"})
-				runTranscript(t, sc, addr)
+				runTranscriptSynced(t, sc, addr, "@1:H:sync:0")
 			})
 		})
 	}

@@ -258,6 +258,15 @@ type gtConn struct {
 var handleRE = regexp.MustCompile(`^[!-~]+:[0-9]+$`)
 
 func runTranscript(t *testing.T, sc *gtScript, addr string) {
+	runTranscriptSynced(t, sc, addr, "")
+}
+
+// runTranscriptSynced is runTranscript with a handle whose GET_STATUS the
+// "none" step also sends: through a gateway, the ECHO of "none" is answered
+// by the gateway itself, so it says nothing of what the upstream has
+// handled; a GET_STATUS for a handle of that upstream travels on the same
+// upstream connection as the step's earlier packets, so its answer does.
+func runTranscriptSynced(t *testing.T, sc *gtScript, addr, syncHandle string) {
 	conns := map[string]*gtConn{}
 	vars := map[string]string{}
 	defer func() {
@@ -391,6 +400,15 @@ func runTranscript(t *testing.T, sc *gtScript, addr string) {
 			}
 			if p.Type != codec.EchoRes || string(p.Args[0]) != "sync" {
 				t.Fatalf("%s: expected nothing, got %s", where, describe(p))
+			}
+			if syncHandle != "" {
+				writeAll(t, c, codec.AppendPacket(nil, codec.Req, codec.GetStatus, []byte(syncHandle)), where)
+				if p, err = readPacket(c.br); err != nil {
+					t.Fatalf("%s: %v", where, err)
+				}
+				if p.Type != codec.StatusRes || string(p.Args[0]) != syncHandle {
+					t.Fatalf("%s: expected nothing, got %s", where, describe(p))
+				}
 			}
 		case "eof":
 			_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
