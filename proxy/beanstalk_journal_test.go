@@ -9,13 +9,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/testutil"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/proxy"
@@ -75,42 +75,6 @@ func TestHelperBeanstalkServer(t *testing.T) {
 	addr, _ := bsStartDurable(t, dir, journal.Always)
 	fmt.Println("ADDR", addr)
 	select {}
-}
-
-// bsChild is a server process on the test's data directory.
-type bsChild struct {
-	cmd  *exec.Cmd
-	addr string
-}
-
-func startBsChild(t *testing.T, dir string) *bsChild {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBeanstalkServer$")
-	cmd.Env = append(os.Environ(), bsCrashDirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &bsChild{cmd: cmd}
-	t.Cleanup(c.kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "ADDR ") {
-		t.Fatalf("child said %q (%v)", line, err)
-	}
-	c.addr = strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
-	return c
-}
-
-// kill sends SIGKILL to the child, by its pid, and reaps it.
-func (c *bsChild) kill() {
-	if c.cmd.ProcessState == nil {
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
-	}
 }
 
 // bsBook is what the producers and consumers know: acknowledged puts and
@@ -178,25 +142,25 @@ func TestBeanstalkJournalSurvivesKill(t *testing.T) {
 	book := &bsBook{acked: map[uint64]string{}, sent: map[string]bool{}, deleted: map[uint64]bool{}, maybeDone: map[uint64]bool{}}
 	const rounds = 4
 	for r := 0; r < rounds; r++ {
-		child := startBsChild(t, dir)
+		child := testutil.StartChild(t, "TestHelperBeanstalkServer", bsCrashDirEnv, dir)
 		if r > 0 {
-			bsDrainAndCheck(t, child.addr, book)
+			bsDrainAndCheck(t, child.Addr, book)
 		}
 		var wg sync.WaitGroup
 		for k := 0; k < 4; k++ {
-			wg.Go(func() { bsCrashProducer(child.addr, fmt.Sprintf("r%d-p%d", r, k), book) })
+			wg.Go(func() { bsCrashProducer(child.Addr, fmt.Sprintf("r%d-p%d", r, k), book) })
 		}
 		for range 2 {
-			wg.Go(func() { bsCrashConsumer(child.addr, book) })
+			wg.Go(func() { bsCrashConsumer(child.Addr, book) })
 		}
 		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
-		child.kill()
+		child.Kill()
 		wg.Wait()
 		book.mu.Lock()
 		t.Logf("round %d: %d acknowledged jobs live, %d deletes acknowledged", r, len(book.acked), len(book.deleted))
 		book.mu.Unlock()
 	}
-	bsDrainAndCheck(t, startBsChild(t, dir).addr, book)
+	bsDrainAndCheck(t, testutil.StartChild(t, "TestHelperBeanstalkServer", bsCrashDirEnv, dir).Addr, book)
 }
 
 // bsCrashProducer puts until the connection dies.

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/jobserver/journal"
 )
 
@@ -46,42 +46,6 @@ func TestHelperGearmanServer(t *testing.T) {
 	select {}
 }
 
-// crashChild is a server process on the test's data directory.
-type crashChild struct {
-	cmd  *exec.Cmd
-	addr string
-}
-
-func startCrashChild(t *testing.T, dir string) *crashChild {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGearmanServer$")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &crashChild{cmd: cmd}
-	t.Cleanup(c.kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "ADDR ") {
-		t.Fatalf("child said %q (%v)", line, err)
-	}
-	c.addr = strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
-	return c
-}
-
-// kill sends SIGKILL to the child, by its pid, and reaps it.
-func (c *crashChild) kill() {
-	if c.cmd.ProcessState == nil {
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
-	}
-}
-
 // crashBook is what the clients and the worker know: acknowledged jobs,
 // and completions proven durable (the worker got its next reply).
 type crashBook struct {
@@ -111,31 +75,31 @@ func TestGearmanJournalSurvivesKill(t *testing.T) {
 	book := &crashBook{acked: map[string]string{}, sent: map[string]bool{}, done: map[string]bool{}, maybeDone: map[string]bool{}}
 	const rounds = 4
 	for r := 0; r < rounds; r++ {
-		child := startCrashChild(t, dir)
+		child := testutil.StartChild(t, "TestHelperGearmanServer", crashDirEnv, dir)
 		if r > 0 {
-			drainAndCheck(t, child.addr, book)
+			drainAndCheck(t, child.Addr, book)
 		}
 		var wg sync.WaitGroup
 		for k := 0; k < 4; k++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				crashClient(child.addr, fmt.Sprintf("r%d-c%d", r, k), book)
+				crashClient(child.Addr, fmt.Sprintf("r%d-c%d", r, k), book)
 			}()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			crashWorker(child.addr, book)
+			crashWorker(child.Addr, book)
 		}()
 		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
-		child.kill()
+		child.Kill()
 		wg.Wait()
 		book.mu.Lock()
 		t.Logf("round %d: %d acknowledged jobs live, %d completions durable", r, len(book.acked), len(book.done))
 		book.mu.Unlock()
 	}
-	drainAndCheck(t, startCrashChild(t, dir).addr, book)
+	drainAndCheck(t, testutil.StartChild(t, "TestHelperGearmanServer", crashDirEnv, dir).Addr, book)
 }
 
 // crashClient submits until the connection dies.
