@@ -26,27 +26,7 @@ command -v beanstalkd >/dev/null || { echo "beanstalkd not found" >&2; exit 1; }
 go build -o "$OUT/jobgate" ./cmd/jobgate
 go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.05
-	done
-	echo "nothing listens on port $1" >&2
-	return 1
-}
+. "$(dirname "$0")/bench-lib.sh"
 
 BS_PID="" JG_PID=""
 stop_servers() {

@@ -1,0 +1,25 @@
+# Shell helpers shared by the bench-*.sh scripts (sourced, not run).
+
+# free_port prints a loopback TCP port nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# wait_port waits until something accepts on the port.
+wait_port() {
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "nothing listens on port $1" >&2
+	return 1
+}
