@@ -28,40 +28,7 @@ func BenchmarkGearmanServerForeground(b *testing.B) {
 				// Metrics must not add allocations to the loop's 0.
 				cfg.Metrics = metrics.New(metrics.Options{NoRuntimeCollectors: true})
 			}
-			addr := startJobgateGearmanServer(b, cfg)
-			dial := func() (net.Conn, *codec.Reader) {
-				nc, err := net.Dial("tcp", addr)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { nc.Close() })
-				return nc, codec.NewReader(nc, codec.Limits{})
-			}
-			c, cr := dial()
-			w, wr := dial()
-			expect := func(r *codec.Reader, t codec.Type) codec.Frame {
-				f, err := r.ReadFrame()
-				if err != nil || f.Packet.Type != t {
-					b.Fatalf("want %v, got %v %v", t, f.String(), err)
-				}
-				return f
-			}
-			fn := []byte("bench")
-			w.Write(codec.AppendPacket(nil, codec.Req, codec.CanDo, fn))
-			submit := codec.AppendPacket(nil, codec.Req, codec.SubmitJob, fn, nil, make([]byte, 100))
-			grab := codec.AppendPacket(nil, codec.Req, codec.GrabJob)
-			var out []byte
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				c.Write(submit)
-				expect(cr, codec.JobCreated)
-				w.Write(grab)
-				f := expect(wr, codec.JobAssign)
-				out = codec.AppendPacket(out[:0], codec.Req, codec.WorkComplete, f.Packet.Arg(0), fn)
-				w.Write(out)
-				expect(cr, codec.WorkComplete)
-			}
+			runForegroundBench(b, startJobgateGearmanServer(b, cfg))
 		})
 	}
 }
