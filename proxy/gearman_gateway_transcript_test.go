@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -88,21 +86,5 @@ func startGearmanGateway(t testing.TB, c *config.Config, engine gearman.Config, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String(), srv
+	return serveGearman(t, srv), srv
 }

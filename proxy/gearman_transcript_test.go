@@ -230,6 +230,13 @@ func startJobgateGearmanServer(t testing.TB, cfg GearmanConfig) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveGearman(t, srv)
+}
+
+// serveGearman serves srv on 127.0.0.1:0 until the test ends, then shuts
+// it down, and returns its address.
+func serveGearman(t testing.TB, srv *GearmanServer) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
