@@ -22,6 +22,7 @@ type flagSpec struct {
 // command yet; TestFlagSpecsMatchConfig keeps the two lists honest.
 var flagSpecs = []flagSpec{
 	{"gearman", "Gearman listen `address`; empty disables it", false},
+	{"gearman-tls", "Gearman-over-TLS listen `address` (certificates from the config's tls section); empty disables it", false},
 	{"gearman-max-packet-size", "largest Gearman packet body accepted (`size`, e.g. 64MiB)", false},
 	{"gearman-max-admin-line", "longest Gearman admin text line accepted, newline included (`size`)", false},
 	{"gearman-job-retries", "remove a Gearman job after this many failed runs (worker gone, CANT_DO, timeout), like gearmand --job-retries; 0 means no limit", false},
@@ -29,6 +30,7 @@ var flagSpecs = []flagSpec{
 	{"gearman-exceptions", "forward WORK_EXCEPTION to every client as if each had set the exceptions option (gearmand --exceptions)", true},
 	{"gearman-admin-shutdown", "let the Gearman admin commands \"shutdown\" and \"shutdown graceful\" stop jobgate", true},
 	{"beanstalk", "Beanstalk listen `address`; empty disables it", false},
+	{"beanstalk-tls", "Beanstalk-over-TLS listen `address` (certificates from the config's tls section); empty disables it", false},
 	{"beanstalk-max-job-size", "largest Beanstalk job body (`size`), like beanstalkd -z", false},
 	{"beanstalk-quote-stats", "quote string values in stats YAML as beanstalkd 1.13 does (1.12 does not)", true},
 	{"data", "journal `directory`; empty keeps jobs in memory only (Gearman background jobs are journaled)", false},

@@ -21,6 +21,7 @@ import (
 	"github.com/jobgate/jobgate/internal/logging"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/admin"
+	"github.com/jobgate/jobgate/proxy/tlsconf"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -79,7 +80,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 2
 	}
-	services, listenersBound, err := buildServices(cfg, log)
+	tm, err := startTLS(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return 1
+	}
+	if tm != nil {
+		defer tm.Close() // after the servers: established connections keep going until then
+	}
+	services, listenersBound, err := buildServices(cfg, log, tm)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 1
@@ -171,29 +180,33 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // buildServices constructs a server for every enabled listener. The
 // returned flag turns ready once every listener is bound. Metrics are
 // collected only when the admin server is there to serve them.
-func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag, error) {
+func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager) ([]service, *admin.Flag, error) {
 	var m *metrics.Metrics
 	if cfg.Admin.Listen != "" {
 		m = metrics.New(metrics.Options{Version: version, Logger: log})
 	}
 	var services []service
-	if cfg.Gearman.Listen != "" {
+	if cfg.Gearman.Listen != "" || cfg.Gearman.TLSListen != "" {
 		srv, err := newGearmanServer(cfg, log, m)
 		if err != nil {
 			return nil, nil, fmt.Errorf("gearman: %w", err)
 		}
-		services = append(services, service{"gearman", cfg.Gearman.Listen, srv})
+		services = append(services, protocolServices("gearman", cfg.Gearman.Listen, cfg.Gearman.TLSListen, srv, tm, log)...)
 	}
-	if cfg.Beanstalk.Listen != "" {
+	if cfg.Beanstalk.Listen != "" || cfg.Beanstalk.TLSListen != "" {
 		srv, err := newBeanstalkServer(cfg, log, m)
 		if err != nil {
 			return nil, nil, fmt.Errorf("beanstalk: %w", err)
 		}
-		services = append(services, service{"beanstalk", cfg.Beanstalk.Listen, srv})
+		services = append(services, protocolServices("beanstalk", cfg.Beanstalk.Listen, cfg.Beanstalk.TLSListen, srv, tm, log)...)
 	}
 	bound := admin.NewFlag("listeners bound")
 	if m != nil && len(services) > 0 {
-		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log})
+		atls, err := adminTLS(cfg, tm)
+		if err != nil {
+			return nil, nil, err
+		}
+		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, TLSConfig: atls})
 		adm.AddCheck("listeners", bound.Check)
 		services = append(services, service{"admin", cfg.Admin.Listen, adm})
 	}

@@ -92,7 +92,6 @@ func TestFlagsWinOverFile(t *testing.T) {
 }
 
 func TestCommandLineErrors(t *testing.T) {
-	unserved := writeFile(t, "tls.yaml", "gearman:\n  listen: \":4730\"\ntls:\n  min_version: \"1.3\"\n")
 	routed := writeFile(t, "routes.yaml", "routes:\n  beanstalk:\n    - {exact: resize, backend: local}\n")
 	bsUpstream := writeFile(t, "bs.yaml", "backends:\n  - name: bs1\n    id: 1\n    type: beanstalk\n    address: 127.0.0.1:11399\nroutes:\n  beanstalk_default: bs1\n")
 	for _, tc := range []struct {
@@ -101,7 +100,6 @@ func TestCommandLineErrors(t *testing.T) {
 	}{
 		{[]string{"-gearman-job-retries", "x"}, `command line: gearman.job_retries: want an integer, got "x"`},
 		{[]string{"-log-level", "loud"}, "log.level"},
-		{[]string{"-config", unserved}, "tls.yaml:4:16: tls.min_version: not supported by this build yet"},
 		{[]string{"-config", routed}, "routes.yaml:3:5: routes.beanstalk: not supported by this build yet"},
 		{[]string{"-config", bsUpstream}, "bs.yaml:4:11: backends[0].type: Beanstalk upstreams are not supported by this build yet"},
 		{[]string{"-config", routed, "-gearman-upstream", "127.0.0.1:4999"}, "routes.beanstalk"},

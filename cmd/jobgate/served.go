@@ -8,14 +8,13 @@ import (
 )
 
 // notServedYet are the config sections and fields of features this build
-// does not run yet (TLS, auth, tracing, limits, routing to
+// does not run yet (auth, tracing, limits, routing Beanstalk to
 // upstreams). A config that sets one to anything but its default is
 // refused rather than silently ignored, so nobody believes they have, say,
-// TLS when they do not; a file that spells out the defaults (like
+// auth when they do not; a file that spells out the defaults (like
 // examples/config/default.yaml) still loads.
 var notServedYet = []string{
-	"gearman.tls_listen", "beanstalk.tls_listen", "admin.tls",
-	"limits", "tls", "auth", "tracing",
+	"limits", "auth", "tracing",
 	"routes.beanstalk", "routes.beanstalk_default",
 }
 
@@ -47,13 +46,10 @@ func checkServed(cfg *config.Config) error {
 			errs = append(errs, cfg.ErrorAt(path, unserved))
 		}
 	}
-	// Gearman upstreams are served; Beanstalk ones and upstream TLS not yet.
+	// Gearman upstreams (over TLS too) are served; Beanstalk ones not yet.
 	for i, b := range cfg.Backends {
 		if b.Type == config.TypeBeanstalk {
 			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("backends[%d].type", i), "Beanstalk upstreams are "+unserved))
-		}
-		if b.TLS.Enabled {
-			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("backends[%d].tls.enabled", i), "upstream TLS is "+unserved))
 		}
 	}
 	if len(errs) > 0 {
@@ -75,7 +71,6 @@ func notServed(path string) bool {
 // features not served yet.
 var sectionLists = map[string]func(*config.Config) int{
 	"routes.beanstalk": func(c *config.Config) int { return len(c.Routes.Beanstalk) },
-	"tls.certificates": func(c *config.Config) int { return len(c.TLS.Certificates) },
 	"auth.identities":  func(c *config.Config) int { return len(c.Auth.Identities) },
 	"auth.rules":       func(c *config.Config) int { return len(c.Auth.Rules) },
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/proxy/tlsconf"
+)
+
+// wantsTLS reports whether any listener serves TLS.
+func wantsTLS(cfg *config.Config) bool {
+	return cfg.Gearman.TLSListen != "" || cfg.Beanstalk.TLSListen != "" || cfg.Admin.TLS && cfg.Admin.Listen != ""
+}
+
+// startTLS builds the one TLS Manager every TLS listener shares (PEM files
+// watched for changes, ACME certificates and the HTTP-01 challenge
+// listener) and starts it; nil when no listener serves TLS. The caller
+// closes it after the servers have stopped.
+func startTLS(cfg *config.Config, log *slog.Logger) (*tlsconf.Manager, error) {
+	if !wantsTLS(cfg) {
+		return nil, nil
+	}
+	tlog := log.With("service", "tls")
+	m, err := tlsconf.New(cfg.TLS, tlsconf.Options{DataDir: cfg.Data.Dir, Logger: tlog})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Start(context.Background()); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if a := m.ChallengeAddr(); a != nil {
+		log.Info("listening", "service", "acme_challenge", "addr", a.String())
+	}
+	if cfg.TLS.ACME.Enabled() {
+		tlog.Info("acme: managing certificates in the background", "domains", cfg.TLS.ACME.Domains, "ca", cfg.TLS.ACME.CA)
+	}
+	return m, nil
+}
+
+// protocolServices returns the services of one protocol server: its plain
+// listener and its TLS one, either of which may be off. Both serve the
+// same server, so jobs are shared; the server is shut down once, by the
+// first of them (Shutdown closes every listener it serves).
+func protocolServices(name, plain, tlsAddr string, srv protocolServer, tm *tlsconf.Manager, log *slog.Logger) []service {
+	var out []service
+	if plain != "" {
+		out = append(out, service{name, plain, srv})
+	}
+	if tlsAddr != "" {
+		ts := &tlsServer{protocolServer: srv, tm: tm, log: log.With("service", name+"_tls"), owner: plain == ""}
+		out = append(out, service{name + "_tls", tlsAddr, ts})
+	}
+	return out
+}
+
+// tlsServer serves a protocol server on a TLS listener: handshakes run
+// before the server sees a connection (proxy.TLSListener), bounded by
+// proxy.DefaultHandshakeTimeout.
+type tlsServer struct {
+	protocolServer
+	tm    *tlsconf.Manager
+	log   *slog.Logger
+	owner bool // no plain listener: this service shuts the server down
+}
+
+// Serve serves l over TLS.
+func (s *tlsServer) Serve(l net.Listener) error {
+	tl := proxy.NewTLSListener(l, s.tm.ServerConfig(), proxy.TLSListenerOptions{Log: s.log})
+	return s.protocolServer.Serve(tl)
+}
+
+// Shutdown shuts the server down when this service owns it; otherwise the
+// plain listener's service does, closing this listener too.
+func (s *tlsServer) Shutdown(ctx context.Context) error {
+	if !s.owner {
+		return nil
+	}
+	return s.protocolServer.Shutdown(ctx)
+}
+
+// adminTLS is the admin server's TLS configuration, nil for plain HTTP.
+func adminTLS(cfg *config.Config, tm *tlsconf.Manager) (*tls.Config, error) {
+	if !cfg.Admin.TLS {
+		return nil, nil
+	}
+	if tm == nil {
+		return nil, fmt.Errorf("admin.tls: no TLS configuration")
+	}
+	// HTTP/1.1 only: the per-handshake config from the Manager offers no
+	// ALPN, which is all an admin endpoint needs.
+	return tm.ServerConfig(), nil
+}
