@@ -44,7 +44,7 @@ type tlsFixtureOptions struct {
 	reload     time.Duration            // the Manager's ReloadInterval; 0 disables the watcher
 }
 
-func startTLSFixture(t *testing.T, o tlsFixtureOptions) *tlsFixture {
+func startTLSFixture(t testing.TB, o tlsFixtureOptions) *tlsFixture {
 	t.Helper()
 	f := &tlsFixture{dir: t.TempDir(), serverCA: testutil.NewCA(t, "server CA"), clientCA: testutil.NewCA(t, "client CA")}
 	c, k := f.serverCA.Issue(t, testutil.Leaf{CN: "jobgate"})
@@ -111,7 +111,7 @@ func (f *tlsFixture) clientConf(cert ...tls.Certificate) *tls.Config {
 }
 
 // dialTLS connects and completes the client side of the handshake.
-func dialTLS(t *testing.T, addr string, conf *tls.Config) (*tls.Conn, error) {
+func dialTLS(t testing.TB, addr string, conf *tls.Config) (*tls.Conn, error) {
 	t.Helper()
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: tlsTimeout}, "tcp", addr, conf)
 	if err != nil {
