@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -250,4 +252,88 @@ func TestRunTLSConfigErrors(t *testing.T) {
 			t.Fatalf("%s: run did not return", tc.file) // it would be serving: the error was missed
 		}
 	}
+}
+
+// TestTLSGearmandExample runs examples/config/tls-gearmand.yaml as
+// written, with only the placeholder paths and ports replaced: a real
+// gearmand behind jobgate's TLS port, a real `gearman` CLI worker on
+// gearmand's own port, and a Go client with a client certificate that gets
+// its job done through jobgate. A client without a certificate is refused.
+func TestTLSGearmandExample(t *testing.T) {
+	var out, errs bytes.Buffer
+	const example = "../../examples/config/tls-gearmand.yaml"
+	if code := run([]string{"check-config", example}, &out, &errs); code != 0 {
+		t.Fatalf("check-config: exit %d: %s", code, errs.String())
+	}
+	testutil.RequireBinary(t, "gearman")
+	gearmand := testutil.StartGearmand(t)
+	dir := t.TempDir()
+	ca, clientCA := testutil.NewCA(t, "server CA"), testutil.NewCA(t, "client CA")
+	c, k := ca.Issue(t, testutil.Leaf{CN: "gearman.example.com"})
+	text, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.NewReplacer(
+		"/etc/jobgate/tls/gearman.example.com.crt", testutil.WriteFile(t, dir, "cert.pem", c),
+		"/etc/jobgate/tls/gearman.example.com.key", testutil.WriteFile(t, dir, "key.pem", k),
+		"/etc/jobgate/tls/clients-ca.pem", testutil.WriteFile(t, dir, "clients.pem", clientCA.PEM),
+		`":4731"`, `"127.0.0.1:0"`,
+		`"127.0.0.1:9090"`, `"127.0.0.1:0"`,
+		"127.0.0.1:4730", gearmand,
+	).Replace(string(text))
+	p := startJobgate(t, 2, "-config", writeFile(t, "example.yaml", cfg))
+
+	host, port, _ := net.SplitHostPort(gearmand)
+	worker := exec.Command("gearman", "-h", host, "-p", port, "-w", "-c", "1", "-f", "upper", "--", "tr", "a-z", "A-Z")
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wdone := make(chan error, 1)
+	go func() { wdone <- worker.Wait() }()
+	t.Cleanup(func() {
+		_ = worker.Process.Kill() // by PID; a no-op once it has exited
+		<-wdone
+	})
+
+	conf := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1",
+		Certificates: []tls.Certificate{clientCA.IssueTLS(t, testutil.Leaf{CN: "app", Client: true})}}
+	nc, err := tls.Dial("tcp", p.addrs["gearman_tls"], conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(15 * time.Second))
+	w, r := codec.NewWriter(nc), codec.NewReader(nc, codec.Limits{})
+	w.WritePacket(codec.Req, codec.SubmitJob, []byte("upper"), nil, []byte("legacy behind tls"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatalf("waiting for the result: %v", err)
+		}
+		if f.Packet.Type == codec.WorkComplete {
+			if string(f.Packet.Data()) != "LEGACY BEHIND TLS" {
+				t.Fatalf("result %q", f.Packet.Data())
+			}
+			break
+		}
+	}
+
+	conf.Certificates = nil
+	anon, err := tls.Dial("tcp", p.addrs["gearman_tls"], conf)
+	if err == nil {
+		anon.SetDeadline(time.Now().Add(10 * time.Second))
+		w := codec.NewWriter(anon)
+		w.WritePacket(codec.Req, codec.EchoReq, []byte("let me in"))
+		w.Flush()
+		_, err = codec.NewReader(anon, codec.Limits{}).ReadFrame()
+		anon.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("client without a certificate: %v, want refused", err)
+	}
+	stopJobgate(t, p)
 }
