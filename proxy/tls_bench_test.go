@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"net"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	gmcodec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/proxy"
 )
 
 // BenchmarkTLSConnect measures a new connection and its first Gearman
@@ -48,18 +50,34 @@ func BenchmarkTLSConnect(b *testing.B) {
 
 // BenchmarkTLSEcho measures Gearman ECHO round trips on one connection,
 // plain against TLS, for a small and a large payload: the cost of the
-// record layer once the handshake is done.
+// record layer once the handshake is done. TLS connections are served by
+// goroutines, plain ones by the epoll loop; "plain-goroutines" is a plain
+// connection to a server in goroutine mode, which separates the cost of
+// TLS from that of the serving mode.
 func BenchmarkTLSEcho(b *testing.B) {
 	f := startTLSFixture(b, tlsFixtureOptions{})
+	gs, err := proxy.NewGearmanServer(proxy.GearmanConfig{Goroutines: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go gs.Serve(gl)
+	b.Cleanup(func() { gs.Shutdown(context.Background()) })
 	for _, size := range []int{64, 64 << 10} {
 		payload := bytes.Repeat([]byte("j"), size)
-		for _, mode := range []string{"plain", "tls"} {
+		for _, mode := range []string{"plain", "plain-goroutines", "tls"} {
 			b.Run(mode+"/"+byteSize(size), func(b *testing.B) {
 				var nc net.Conn
 				var err error
-				if mode == "plain" {
+				switch mode {
+				case "plain":
 					nc, err = net.DialTimeout("tcp", f.gearmanPlain, tlsTimeout)
-				} else {
+				case "plain-goroutines":
+					nc, err = net.DialTimeout("tcp", gl.Addr().String(), tlsTimeout)
+				default:
 					nc, err = dialTLS(b, f.gearmanTLS, f.clientConf())
 				}
 				if err != nil {
