@@ -80,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 2
 	}
-	tm, err := startTLS(cfg, log)
+	tm, err := newTLS(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 1
@@ -100,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Journal replay builds and drops a copy of every record; hand that
 	// memory back now rather than carry it until the heap grows into it.
 	debug.FreeOSMemory()
-	return serve(services, listenersBound, cfg.ShutdownTimeout, log)
+	return serve(services, listenersBound, cfg.ShutdownTimeout, log, tlsStarter(tm, cfg, log))
 }
 
 // parseCommandLine reads the flags and the config file into one validated
@@ -215,8 +215,9 @@ func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager) ([
 
 // serve binds every listener first (so a port conflict fails the start
 // before anything serves), runs them, and shuts them down on SIGINT/SIGTERM
-// or when one fails. A second signal exits at once.
-func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration, log *slog.Logger) int {
+// or when one fails. A second signal exits at once. afterBind, when set,
+// runs once every listener is bound, before they serve.
+func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration, log *slog.Logger, afterBind func() error) int {
 	listeners := make([]net.Listener, len(services))
 	for i, s := range services {
 		l, err := net.Listen("tcp", s.addr)
@@ -229,6 +230,15 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 		}
 		listeners[i] = l
 		log.Info("listening", "service", s.name, "addr", l.Addr().String())
+	}
+	if afterBind != nil {
+		if err := afterBind(); err != nil {
+			log.Error("start", "err", err)
+			for _, l := range listeners {
+				l.Close()
+			}
+			return 1
+		}
 	}
 	bound.Set(true)
 

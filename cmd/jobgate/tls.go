@@ -17,30 +17,39 @@ func wantsTLS(cfg *config.Config) bool {
 	return cfg.Gearman.TLSListen != "" || cfg.Beanstalk.TLSListen != "" || cfg.Admin.TLS && cfg.Admin.Listen != ""
 }
 
-// startTLS builds the one TLS Manager every TLS listener shares (PEM files
+// newTLS builds the one TLS Manager every TLS listener shares (PEM files
 // watched for changes, ACME certificates and the HTTP-01 challenge
-// listener) and starts it; nil when no listener serves TLS. The caller
-// closes it after the servers have stopped.
-func startTLS(cfg *config.Config, log *slog.Logger) (*tlsconf.Manager, error) {
+// listener); nil when no listener serves TLS. It reads every file now, so a
+// missing one fails the start, but starts nothing: see tlsStarter. The
+// caller closes it after the servers have stopped.
+func newTLS(cfg *config.Config, log *slog.Logger) (*tlsconf.Manager, error) {
 	if !wantsTLS(cfg) {
 		return nil, nil
 	}
-	tlog := log.With("service", "tls")
-	m, err := tlsconf.New(cfg.TLS, tlsconf.Options{DataDir: cfg.Data.Dir, Logger: tlog})
-	if err != nil {
-		return nil, err
+	return tlsconf.New(cfg.TLS, tlsconf.Options{DataDir: cfg.Data.Dir, Logger: log.With("service", "tls")})
+}
+
+// tlsStarter returns what starts m (the file watcher, the challenge
+// listener, ACME), for serve to call once every listener is bound: an ACME
+// TLS-ALPN-01 solver binds port 443 itself unless it is taken, so starting
+// earlier could take the port of a jobgate TLS listener on :443. Nil when m
+// is nil.
+func tlsStarter(m *tlsconf.Manager, cfg *config.Config, log *slog.Logger) func() error {
+	if m == nil {
+		return nil
 	}
-	if err := m.Start(context.Background()); err != nil {
-		m.Close()
-		return nil, err
+	return func() error {
+		if err := m.Start(context.Background()); err != nil {
+			return err
+		}
+		if a := m.ChallengeAddr(); a != nil {
+			log.Info("listening", "service", "acme_challenge", "addr", a.String())
+		}
+		if cfg.TLS.ACME.Enabled() {
+			log.Info("acme: obtaining and renewing certificates in the background", "domains", cfg.TLS.ACME.Domains, "ca", cfg.TLS.ACME.CA)
+		}
+		return nil
 	}
-	if a := m.ChallengeAddr(); a != nil {
-		log.Info("listening", "service", "acme_challenge", "addr", a.String())
-	}
-	if cfg.TLS.ACME.Enabled() {
-		tlog.Info("acme: managing certificates in the background", "domains", cfg.TLS.ACME.Domains, "ca", cfg.TLS.ACME.CA)
-	}
-	return m, nil
 }
 
 // protocolServices returns the services of one protocol server: its plain
