@@ -66,14 +66,19 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess *engine.Session, cmd *w
 		r.Kind, r.Tube = wire.Using, cmd.Tube
 		return true
 	case wire.Watch:
-		if !auth.IsReservedTube(cmd.Tube) && a.decide(log, need.Action, cmd.Tube) {
+		if !auth.IsReservedTube(cmd.Tube) {
+			// A soft denial (see proxy/auth): the tube joins the watch
+			// list, as the client's library expects, but the reserve
+			// filter never takes from it. Refusing the watch instead would
+			// make the client's own "ignore default" that follows fail
+			// (NOT_IGNORED), which go-beanstalk and beaneater report as
+			// the error of the reserve or watch.
+			a.decide(log, need.Action, cmd.Tube)
 			return false
 		}
-		if auth.IsReservedTube(cmd.Tube) {
-			a.denied(log, need.Action, cmd.Tube, auth.Deny)
-		}
-		// A soft denial: WATCHING as if done, the watch list unchanged, so
-		// a pipelining client stays in step (see proxy/auth).
+		// A reserved tube never reaches the engine: WATCHING as if
+		// watched, the watch list unchanged.
+		a.denied(log, need.Action, cmd.Tube, auth.Deny)
 		r.Kind, r.Count = wire.Watching, uint64(sess.Watching())
 		return true
 	case wire.Ignore:
