@@ -80,7 +80,7 @@ func (l *logBuffer) String() string {
 
 // bsStartAuth serves a Beanstalk server with policy p on loopback, over
 // TLS when tc is set, until the test ends.
-func bsStartAuth(t *testing.T, p *auth.Policy, tc *tls.Config) (*proxy.BeanstalkServer, string, *logBuffer) {
+func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.BeanstalkServer, string, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
@@ -433,4 +433,15 @@ reserve empty: Beaneater::TimedOutError
 	if string(out) != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
+}
+
+// BenchmarkBeanstalkServerCycleAuth is BenchmarkBeanstalkServerCycle with
+// auth on, every command allowed: the cost of the checks.
+func BenchmarkBeanstalkServerCycleAuth(b *testing.B) {
+	_, addr, _ := bsStartAuth(b, mustPolicy(b, config.Auth{
+		Enabled:    true,
+		Identities: []config.Identity{{Name: "local", CIDRs: []string{"127.0.0.1/32"}}},
+		Rules:      []config.Rule{{Identity: "local", Produce: []string{"*"}, Consume: []string{"*"}, Admin: true}},
+	}), nil)
+	bsCycleBench(b, addr)
 }
