@@ -47,18 +47,31 @@ func (a *connAuth) sync(pol *auth.Policy, nc net.Conn) {
 	}
 	if !a.known {
 		a.known = true
-		var cs *tls.ConnectionState
-		if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
-			st := tc.ConnectionState()
-			cs = &st
-		}
-		a.peer = auth.PeerOf(nc.RemoteAddr(), cs)
+		a.peer = auth.PeerOf(nc.RemoteAddr(), tlsState(nc))
 		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 			a.remote = ta.AddrPort()
 		}
 	}
 	a.pol = pol
 	a.id = pol.Identify(a.peer)
+}
+
+// tlsState returns the TLS state of nc, or of the connection it wraps
+// (NetConn, as connlimit.Conn and tls.Conn offer), or nil for plain TCP.
+// Called once the client has sent a request, so the handshake is over.
+func tlsState(nc net.Conn) *tls.ConnectionState {
+	for range 8 { // wrappers are few; a cycle must not hang us
+		if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+			st := tc.ConnectionState()
+			return &st
+		}
+		w, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		nc = w.NetConn()
+	}
+	return nil
 }
 
 // presentToken handles a token the client sent (nil: malformed). A known

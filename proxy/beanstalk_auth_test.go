@@ -309,6 +309,24 @@ func TestBeanstalkAuthCert(t *testing.T) {
 	}
 	other := dial(ca.Client(t, "stranger.example"))
 	bsRoundTrip(t, other, "watch jobs\r\n", "WATCHING 2\r\n", "reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nc\r\n", "INSERTED 3\r\n")
+
+	// go-beanstalk over crypto/tls, as the certificate's worker.
+	nc, err := tls.Dial("tcp", addr, ca.ClientTLS(ca.Client(t, "worker.example")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := gobeanstalk.NewConn(nc)
+	defer gc.Close()
+	id, body, err := gobeanstalk.NewTubeSet(gc, "jobs").Reserve(5 * time.Second)
+	if err != nil || id != 3 || string(body) != "c" {
+		t.Fatalf("go-beanstalk reserve over TLS: %d %q %v", id, body, err)
+	}
+	if err := gc.Delete(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gobeanstalk.NewTube(gc, "jobs").Put([]byte("x"), 0, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("go-beanstalk put over TLS as a worker: %v", err)
+	}
 }
 
 // TestBeanstalkAuthSwap: SetAuthPolicy takes effect on a live connection

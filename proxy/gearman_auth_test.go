@@ -259,7 +259,30 @@ func TestGearmanAuthGateway(t *testing.T) {
 // TestGearmanAuthCert: over crypto/tls, a verified client certificate
 // (CN or DNS SAN) identifies a worker; without one the client is known by
 // its address.
+// The TLS connection is also tried behind a wrapper that only offers
+// NetConn, as connlimit.Conn does.
 func TestGearmanAuthCert(t *testing.T) {
+	t.Run("tls.Conn", func(t *testing.T) { gmAuthCert(t, false) })
+	t.Run("wrapped", func(t *testing.T) { gmAuthCert(t, true) })
+}
+
+// wrapListener hands out its connections wrapped in wrappedConn.
+type wrapListener struct{ net.Listener }
+
+func (l wrapListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return wrappedConn{c}, nil
+}
+
+// wrappedConn hides the connection's own methods but NetConn.
+type wrappedConn struct{ net.Conn }
+
+func (c wrappedConn) NetConn() net.Conn { return c.Conn }
+
+func gmAuthCert(t *testing.T, wrap bool) {
 	ca := testutil.NewCA(t, "test CA")
 	srv, err := NewGearmanServer(GearmanConfig{Engine: gearmanConfigForTest(), Auth: gmPolicy(t, gmAuthConfig())})
 	if err != nil {
@@ -269,7 +292,11 @@ func TestGearmanAuthCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveGearmanOn(t, srv, tls.NewListener(l, ca.MutualTLS(t)))
+	l = tls.NewListener(l, ca.MutualTLS(t))
+	if wrap {
+		l = wrapListener{l}
+	}
+	addr := serveGearmanOn(t, srv, l)
 
 	prod := gmAuthDial(t, addr, ca.ClientTLS())
 	for _, data := range []string{"a", "b"} {
