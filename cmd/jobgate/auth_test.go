@@ -16,7 +16,7 @@ import (
 // TestBinaryEnforcesAuth runs the binary with an auth section (a token
 // file identity and a loopback CIDR identity) and checks both protocols:
 // the CIDR client may produce to "jobs" only, the token client may consume
-// it, and admin commands are denied.
+// it, and admin commands are denied; -auth-max-bad-tokens applies.
 func TestBinaryEnforcesAuth(t *testing.T) {
 	dir := t.TempDir()
 	const token = "binary-test-token-0123456789"
@@ -38,7 +38,7 @@ auth:
     - identity: worker
       consume: ["jobs"]
 `)
-	p := startJobgate(t, 2, "-config", cfgFile, "-gearman", "127.0.0.1:0", "-beanstalk", "127.0.0.1:0", "-admin", "", "-data", "")
+	p := startJobgate(t, 2, "-config", cfgFile, "-gearman", "127.0.0.1:0", "-beanstalk", "127.0.0.1:0", "-admin", "", "-data", "", "-auth-max-bad-tokens", "1")
 
 	dial := func(addr string) (net.Conn, *bufio.Reader) {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -74,6 +74,13 @@ auth:
 	say("use jobgate-auth."+token+"\r\n", "USING jobgate-auth."+token+"\r\n")
 	say("reserve-with-timeout 0\r\n", "RESERVED 1 1\r\nb\r\n")
 	say("delete 1\r\n", "DELETED\r\n")
+
+	// -auth-max-bad-tokens 1: the first unknown token closes the connection.
+	bad, badr := dial(p.addrs["beanstalk"])
+	io.WriteString(bad, "use jobgate-auth.not-the-token-0123456789\r\n")
+	if line, err := badr.ReadString('\n'); err == nil {
+		t.Fatalf("unknown token answered %q, want the connection closed", line)
+	}
 
 	gm, gr := dial(p.addrs["gearman"])
 	gm.Write(codec.AppendPacket(nil, codec.Req, codec.SubmitJobBg, []byte("secret"), nil, []byte("x")))

@@ -56,7 +56,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 	if err != nil {
 		return nil, err
 	}
-	sc.Auth = pol
+	sc.Auth, sc.MaxBadTokens = pol, cfg.Auth.MaxBadTokens
 	if g.AdminShutdown {
 		sc.OnShutdown = func(graceful bool) {
 			// main stops every service on SIGTERM; the admin command takes
