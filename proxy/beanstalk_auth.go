@@ -78,7 +78,7 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess *engine.Session, cmd *w
 		}
 		// A reserved tube never reaches the engine: WATCHING as if
 		// watched, the watch list unchanged.
-		a.denied(log, need.Action, cmd.Tube, auth.Deny)
+		a.denied(log, need.Action, cmd.Tube, a.refusal())
 		r.Kind, r.Count = wire.Watching, uint64(sess.Watching())
 		return true
 	case wire.Ignore:
@@ -87,8 +87,13 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess *engine.Session, cmd *w
 		if sess.Reservable() {
 			return false
 		}
-		a.denied(log, need.Action, nil, pol.Decide(a.id, need.Action, nil))
+		a.denied(log, need.Action, nil, a.refusal())
 		c.holdDenied(cmd)
+		r.Kind = wire.NotFound
+		return true
+	}
+	if auth.IsReservedTube(cmd.Tube) { // stats-tube, pause-tube
+		a.denied(log, need.Action, cmd.Tube, a.refusal())
 		r.Kind = wire.NotFound
 		return true
 	}
@@ -97,11 +102,6 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess *engine.Session, cmd *w
 	case auth.NoName:
 	case auth.ArgName:
 		name = cmd.Tube
-		if auth.IsReservedTube(name) {
-			a.denied(log, need.Action, name, auth.Deny)
-			r.Kind = wire.NotFound
-			return true
-		}
 	case auth.UsedTube:
 		name = sess.Used()
 	case auth.JobTube:
@@ -137,4 +137,13 @@ func (c *beanstalkConn) holdDenied(cmd *wire.Command) {
 	case <-t.C:
 	case <-c.srv.quit:
 	}
+}
+
+// refusal is the Decision to log for a request refused without asking the
+// policy (a reserved tube name, a reserve with nothing to reserve from).
+func (a *beanstalkAuth) refusal() auth.Decision {
+	if !a.id.Authenticated() {
+		return auth.DenyAnonymous
+	}
+	return auth.Deny
 }
