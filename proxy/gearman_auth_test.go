@@ -334,9 +334,19 @@ func TestGearmanAuthSwap(t *testing.T) {
 	if got := c.admin("version"); !strings.HasPrefix(got, "ERR PERMISSION_DENIED") {
 		t.Fatalf("version: %q", got)
 	}
+	w := gmAuthDial(t, addr, nil)
+	w.send(codec.OptionReq, "auth="+gmTokWorker)
+	w.expect(codec.OptionRes)
+
 	cfg := gmAuthConfig()
 	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
 	srv.SetAuthPolicy(gmPolicy(t, cfg))
+	// The worker's token identifies it under the new policy too.
+	w.send(codec.CanDo, "jobs")
+	w.send(codec.GrabJob)
+	if job := w.expect(codec.JobAssign); job[2] != "a" {
+		t.Fatalf("assigned %q", job)
+	}
 	c.send(codec.SubmitJobBg, "jobs", "", "b")
 	c.expect(codec.Error, string(auth.GearmanDeniedCode), auth.GearmanDeniedText)
 	if got := c.admin("version"); !strings.HasPrefix(got, "OK ") {
