@@ -300,6 +300,10 @@ type Auth struct {
 	// Rules (auth.rules) grant identities the right to produce, consume or
 	// administer. Rules add up; nothing is denied explicitly.
 	Rules []Rule `yaml:"rules"`
+	// MaxBadTokens (auth.max_bad_tokens) is how many unknown tokens a
+	// connection may send before it is closed, a brake on guessing.
+	// Default 3.
+	MaxBadTokens int `yaml:"max_bad_tokens"`
 }
 
 // Identity is one named kind of client. A client is the first identity, in

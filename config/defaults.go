@@ -39,7 +39,8 @@ func Default() *Config {
 			WriteTimeout:     30 * time.Second,
 			WriteBufferLimit: 16 * MiB,
 		},
-		Log: Log{Level: LevelInfo, Format: FormatText},
+		Log:  Log{Level: LevelInfo, Format: FormatText},
+		Auth: Auth{MaxBadTokens: 3},
 		TLS: TLS{
 			ACME:       ACME{ChallengeListen: ":80"},
 			MinVersion: TLS12,

@@ -39,6 +39,7 @@ func FlagFields() map[string]string {
 		"data":                    "data.dir",
 		"data-fsync":              "data.fsync",
 		"data-fsync-interval":     "data.fsync_interval",
+		"auth-max-bad-tokens":     "auth.max_bad_tokens",
 		"log-level":               "log.level",
 		"log-format":              "log.format",
 		"shutdown-timeout":        "shutdown_timeout",

@@ -346,6 +346,9 @@ func (v *validator) auth() {
 	if a.Enabled && len(a.Identities) == 0 {
 		v.errorf("auth.enabled", "needs at least one identity in auth.identities")
 	}
+	if a.MaxBadTokens < 1 {
+		v.errorf("auth.max_bad_tokens", "%d: want at least 1", a.MaxBadTokens)
+	}
 	ids := map[string]int{}
 	for i, id := range a.Identities {
 		p := fmt.Sprintf("auth.identities[%d]", i)

@@ -3,18 +3,21 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/proxy/auth"
 )
 
 // BeanstalkConfig configures a BeanstalkServer.
@@ -37,6 +40,13 @@ type BeanstalkConfig struct {
 	// depths at scrape time. nil: no metrics, at the cost of a nil check.
 	// The server sets the engine's Observer, replacing any other.
 	Metrics *metrics.Metrics
+	// Auth, when set, identifies clients and decides what each may do
+	// (beanstalk_auth.go); nil: auth off, at the cost of an atomic load
+	// per command. SetAuthPolicy replaces it.
+	Auth *auth.Policy
+	// MaxBadTokens is how many unknown tokens a connection may send
+	// before it is closed; 0 means DefaultMaxBadTokens.
+	MaxBadTokens int
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -57,6 +67,9 @@ type BeanstalkServer struct {
 	shutdown   bool
 	quit       chan struct{}  // closed by Shutdown
 	wg         sync.WaitGroup // one per connection goroutine
+
+	auth         atomic.Pointer[auth.Policy] // nil: auth off
+	maxBadTokens int
 }
 
 // NewBeanstalkServer returns a server; call Serve to start it.
@@ -83,6 +96,8 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.limits = wire.Limits{MaxLine: cfg.MaxLine, MaxJobSize: s.eng.MaxJobSize()}
+	s.auth.Store(cfg.Auth)
+	s.maxBadTokens = cmp.Or(cfg.MaxBadTokens, DefaultMaxBadTokens)
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
@@ -218,6 +233,8 @@ type beanstalkConn struct {
 	nc   net.Conn
 	in   beanstalkInput
 	wake chan struct{} // one token per answered pending reserve
+
+	auth *beanstalkAuth // nil until a command arrives while auth is on
 }
 
 // beanstalkInput sits between the connection and the codec Reader. While a
@@ -305,6 +322,8 @@ func (c *beanstalkConn) serve() {
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
 			}
+		} else if (c.auth != nil || c.srv.auth.Load() != nil) && c.authorize(c.srv.auth.Load(), sess, cmd, &r) {
+			// answered by auth: a token or a denial
 		} else if !sess.Exec(cmd, &r) {
 			if wr.Flush() != nil || !c.await(sess, &r) {
 				return

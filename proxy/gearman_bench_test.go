@@ -21,9 +21,14 @@ func BenchmarkGearmanServerForeground(b *testing.B) {
 	for _, mode := range []struct {
 		name                string
 		goroutines, metrics bool
-	}{{"loop", false, false}, {"goroutines", true, false}, {"loop-metrics", false, true}} {
+		auth                bool
+	}{{"loop", false, false, false}, {"goroutines", true, false, false}, {"loop-metrics", false, true, false}, {"loop-auth", false, false, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			cfg := GearmanConfig{Engine: gearmanConfigForTest(), Goroutines: mode.goroutines}
+			if mode.auth {
+				// Auth must not add allocations to the loop's 0 either.
+				cfg.Auth = gmPolicy(b, benchAuthConfig)
+			}
 			if mode.metrics {
 				// Metrics must not add allocations to the loop's 0.
 				cfg.Metrics = metrics.New(metrics.Options{NoRuntimeCollectors: true})

@@ -72,6 +72,8 @@ type gearmanConn struct {
 	wantOut  bool          // EPOLLOUT is registered: output is waiting for room
 	closed   bool          // closed by the loop
 	closeReq atomic.Bool   // any goroutine: the loop should close it
+
+	auth *connAuth // nil until a request arrives while auth is on (gearman_auth.go)
 }
 
 // newGearmanConn sets up a connection, served by loop when it is not nil
@@ -118,6 +120,11 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 // would be moved to the heap, an allocation per packet on the plain
 // server's fast path. The gateway path pays for a copy instead.
 func (c *gearmanConn) handlePacket(p *codec.Packet) error {
+	if c.authOn() {
+		if done, err := c.authorizePacket(p); done {
+			return err
+		}
+	}
 	if c.engine != nil {
 		return c.engine.Handle(p)
 	}
@@ -353,7 +360,7 @@ func (c *gearmanConn) readLoop() {
 		case codec.KindPacket:
 			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
-			err = c.sess.HandleText(f.Text)
+			err = c.handleText(f.Text)
 		}
 		if c.srv.metrics != nil {
 			c.countFrame(&f, err)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/proxy/auth"
 )
 
 // flushingClock runs the server's flushDirty after each timer function, so
@@ -73,6 +75,14 @@ type GearmanConfig struct {
 	// engine Observer), and reports queue depths at scrape time. nil: no
 	// metrics, at the cost of a nil check per request.
 	Metrics *metrics.Metrics
+	// Auth, when set, identifies clients and decides what each may do
+	// (gearman_auth.go), for the local engine and the gateway alike; nil:
+	// auth off, at the cost of an atomic load per request. SetAuthPolicy
+	// replaces it.
+	Auth *auth.Policy
+	// MaxBadTokens is how many unknown tokens a connection may send
+	// before it is closed; 0 means DefaultMaxBadTokens.
+	MaxBadTokens int
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
@@ -99,6 +109,9 @@ type GearmanServer struct {
 
 	loopOnce sync.Once
 	loop     atomic.Pointer[gearmanLoop] // serves TCP connections where supported; nil: goroutines
+
+	auth         atomic.Pointer[auth.Policy] // nil: auth off
+	maxBadTokens int
 }
 
 // markDirty records that c, idle in its read, got output from another
@@ -179,6 +192,8 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 		return nil, err
 	}
 	s.engine = e
+	s.auth.Store(cfg.Auth)
+	s.maxBadTokens = cmp.Or(cfg.MaxBadTokens, DefaultMaxBadTokens)
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}

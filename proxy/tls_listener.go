@@ -230,13 +230,3 @@ func (c *clampConn) SetDeadline(t time.Time) error {
 	}
 	return c.Conn.SetDeadline(t)
 }
-
-// TLSState returns the TLS state of a connection a server accepted from a
-// TLSListener (or any *tls.Conn), and false for a plain connection: what
-// authentication reads the client certificate from (tlsconf.VerifiedLeaf).
-func TLSState(nc net.Conn) (tls.ConnectionState, bool) {
-	if s, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
-		return s.ConnectionState(), true
-	}
-	return tls.ConnectionState{}, false
-}

@@ -44,6 +44,10 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		Version:      version,
 		QuoteStrings: cfg.Beanstalk.QuoteStats,
 	}
+	pol, err := authPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var fj *engine.FileJournal
 	if cfg.Data.Dir != "" {
 		var rep journal.ReplayReport
@@ -55,7 +59,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		ec.Journal = fj
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens})
 	if err != nil {
 		if fj != nil {
 			fj.Close()

@@ -52,6 +52,11 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 		Log:     log,
 		Metrics: m,
 	}
+	pol, err := authPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc.Auth, sc.MaxBadTokens = pol, cfg.Auth.MaxBadTokens
 	if g.AdminShutdown {
 		sc.OnShutdown = func(graceful bool) {
 			// main stops every service on SIGTERM; the admin command takes

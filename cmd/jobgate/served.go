@@ -8,13 +8,13 @@ import (
 )
 
 // notServedYet are the config sections and fields of features this build
-// does not run yet (auth, tracing, limits, routing Beanstalk to
+// does not run yet (tracing, limits, routing Beanstalk to
 // upstreams). A config that sets one to anything but its default is
 // refused rather than silently ignored, so nobody believes they have, say,
 // auth when they do not; a file that spells out the defaults (like
 // examples/config/default.yaml) still loads.
 var notServedYet = []string{
-	"limits", "auth", "tracing",
+	"limits", "tracing",
 	"routes.beanstalk", "routes.beanstalk_default",
 }
 
@@ -71,6 +71,4 @@ func notServed(path string) bool {
 // features not served yet.
 var sectionLists = map[string]func(*config.Config) int{
 	"routes.beanstalk": func(c *config.Config) int { return len(c.Routes.Beanstalk) },
-	"auth.identities":  func(c *config.Config) int { return len(c.Auth.Identities) },
-	"auth.rules":       func(c *config.Config) int { return len(c.Auth.Rules) },
 }

@@ -148,3 +148,34 @@ func WriteFile(t testing.TB, dir, name string, b []byte) string {
 	}
 	return path
 }
+
+// Server issues a server certificate for 127.0.0.1.
+func (ca *CA) Server(t testing.TB, commonName string) tls.Certificate {
+	t.Helper()
+	return ca.IssueTLS(t, Leaf{CN: commonName})
+}
+
+// Client issues a client certificate with the given subject common name
+// and DNS SANs.
+func (ca *CA) Client(t testing.TB, commonName string, dnsNames ...string) tls.Certificate {
+	t.Helper()
+	return ca.IssueTLS(t, Leaf{CN: commonName, Client: true, DNS: dnsNames})
+}
+
+// MutualTLS returns a server config presenting a certificate from ca and
+// verifying client certificates against it when the client sends one
+// (tls.VerifyClientCertIfGiven, jobgate's client_auth "request").
+func (ca *CA) MutualTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	return &tls.Config{
+		Certificates: []tls.Certificate{ca.Server(t, "jobgate-test")},
+		ClientCAs:    ca.Pool(),
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		MinVersion:   tls.VersionTLS12,
+	}
+}
+
+// ClientTLS returns a client config trusting ca, presenting certs.
+func (ca *CA) ClientTLS(certs ...tls.Certificate) *tls.Config {
+	return &tls.Config{RootCAs: ca.Pool(), Certificates: certs, MinVersion: tls.VersionTLS12}
+}

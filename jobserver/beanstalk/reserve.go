@@ -56,7 +56,7 @@ func (s *Session) deadlineSoon(now int64) bool {
 
 func (s *Session) anyReady() bool {
 	for _, t := range s.watch {
-		if t.ready.len() > 0 {
+		if t.ready.len() > 0 && s.mayReserve(t) {
 			return true
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Session) bestReadyLocked(now int64) *job {
 	var best *job
 	for _, t := range s.watch {
 		j := t.ready.top()
-		if j == nil || s.e.pausedLocked(t, now) {
+		if j == nil || s.e.pausedLocked(t, now) || !s.mayReserve(t) {
 			continue
 		}
 		if best == nil || j.pri < best.pri || (j.pri == best.pri && j.id < best.id) {
@@ -110,6 +110,10 @@ func (s *Session) startWaitLocked(timed bool, until int64) {
 	s.waits = s.waits[:len(s.watch)]
 	for i, t := range s.watch {
 		w := &s.waits[i]
+		if !s.mayReserve(t) {
+			w.s = nil // not waited on: see stopWaitingLocked
+			continue
+		}
 		w.s = s
 		t.waiters.pushBack(w)
 	}
@@ -127,8 +131,10 @@ func (s *Session) stopWaitingLocked() {
 		return
 	}
 	for i, t := range s.watch {
-		t.waiters.remove(&s.waits[i])
-		s.waits[i].s = nil
+		if s.waits[i].s != nil {
+			t.waiters.remove(&s.waits[i])
+			s.waits[i].s = nil
+		}
 	}
 	s.waiting = false
 	s.timed = false

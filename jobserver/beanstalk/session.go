@@ -27,6 +27,9 @@ type Session struct {
 	use      *tube
 	watch    []*tube // in beanstalkd's list-tubes-watched order
 	reserved jobHeap // by TTR deadline
+	// allow, when set, says which watched tubes reserve may take from
+	// (SetReserveFilter).
+	allow func(tube []byte) bool
 
 	// The pending reserve. waits holds one queue entry per watched tube.
 	waiting   bool

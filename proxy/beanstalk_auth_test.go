@@ -1,0 +1,465 @@
+package proxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gobeanstalk "github.com/beanstalkd/go-beanstalk"
+
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/proxy/auth"
+)
+
+// Tokens of the test identities (16+ bytes of the tube-name alphabet).
+const (
+	tokWorker = "worker-token-0123456789"
+	tokAdmin  = "admin-token-0123456789ab"
+)
+
+// testAuthConfig is the auth section of the tests: token identities first
+// (so a token wins over the loopback address), a certificate identity, an
+// address range loopback is not in, and loopback itself.
+func testAuthConfig() config.Auth {
+	return config.Auth{
+		Enabled: true,
+		Identities: []config.Identity{
+			{Name: "worker", Token: tokWorker},
+			{Name: "admin", Token: tokAdmin},
+			{Name: "certworker", CertNames: []string{"worker.example"}},
+			{Name: "corp", CIDRs: []string{"10.0.0.0/8"}},
+			{Name: "local", CIDRs: []string{"127.0.0.1/32"}},
+		},
+		Rules: []config.Rule{
+			{Identity: "local", Produce: []string{"jobs", "pub.*"}},
+			{Identity: "worker", Consume: []string{"jobs"}},
+			{Identity: "certworker", Consume: []string{"jobs"}},
+			{Identity: "admin", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
+			{Identity: "corp", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
+		},
+	}
+}
+
+func mustPolicy(t testing.TB, c config.Auth) *auth.Policy {
+	t.Helper()
+	p, err := auth.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// logBuffer collects a server's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// bsStartAuth serves a Beanstalk server with policy p on loopback, over
+// TLS when tc is set, until the test ends.
+func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.BeanstalkServer, string, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
+		Auth: p,
+		Log:  slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if tc != nil {
+		l = tls.NewListener(l, tc)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return srv, addr, logs
+}
+
+// bsRoundTrip sends each line and expects its reply, in order.
+func bsRoundTrip(t *testing.T, c *bsConn, pairs ...string) {
+	t.Helper()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		c.send(t, pairs[i])
+		c.expect(t, pairs[i+1], strings.TrimSpace(pairs[i]))
+	}
+}
+
+// bsAdmin is a connection identified as admin by its token.
+func bsAdmin(t *testing.T, addr string) *bsConn {
+	t.Helper()
+	c := bsDial(t, addr)
+	t.Cleanup(func() { c.nc.Close() })
+	bsRoundTrip(t, c, "use jobgate-auth."+tokAdmin+"\r\n", "USING jobgate-auth."+tokAdmin+"\r\n")
+	return c
+}
+
+// TestBeanstalkAuthCIDR: a plain client from 127.0.0.1 is "local" (by
+// CIDR; the 10.0.0.0/8 identity does not match it), which may put into
+// "jobs" and nothing else. Every denial answers NOT_FOUND, is logged with
+// the identity, changes nothing, and leaves the connection usable.
+func TestBeanstalkAuthCIDR(t *testing.T) {
+	_, addr, logs := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	adm := bsAdmin(t, addr)
+	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED 1\r\n")
+
+	c := bsDial(t, addr)
+	defer c.nc.Close()
+	bsRoundTrip(t, c,
+		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nb\r\n", "INSERTED 2\r\n",
+		"use pub.x\r\n", "USING pub.x\r\n",
+		"put 0 0 60 1\r\nc\r\n", "INSERTED 3\r\n",
+		"use jobs\r\n", "USING jobs\r\n",
+		// Consuming and admin are not granted.
+		// A soft denial: watched, but never reserved from.
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
+		"ignore default\r\n", "WATCHING 1\r\n",
+		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
+		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
+		"reserve-job 1\r\n", "NOT_FOUND\r\n",
+		"peek 1\r\n", "NOT_FOUND\r\n",
+		"peek-ready\r\n", "NOT_FOUND\r\n",
+		"stats-job 1\r\n", "NOT_FOUND\r\n",
+		"delete 1\r\n", "NOT_FOUND\r\n",
+		"kick 10\r\n", "NOT_FOUND\r\n",
+		"kick-job 1\r\n", "NOT_FOUND\r\n",
+		"stats\r\n", "NOT_FOUND\r\n",
+		"list-tubes\r\n", "NOT_FOUND\r\n",
+		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
+		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
+		// Producers may read their tube's counters.
+		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
+		"list-tube-used\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nd\r\n", "INSERTED 4\r\n",
+	)
+	// Nothing half-done: the denied put made no job, the reserved tube
+	// name made no tube, the denied delete and reserve left job 1 ready.
+	bsRoundTrip(t, adm,
+		"stats-tube default\r\n", "OK {n}\r\n---\nname: default\n{...}total-jobs: 0\n{...}",
+		"list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n- pub.x\n\r\n",
+		"stats-job 1\r\n", "OK {n}\r\n---\nid: 1\ntube: jobs\nstate: ready\n{...}",
+	)
+	c.expectQuiet(t, "after the last reply")
+	if l := logs.String(); !strings.Contains(l, "auth: denied") || !strings.Contains(l, "identity.name=local identity.method=cidr") {
+		t.Errorf("denials not logged with the identity:\n%s", l)
+	}
+}
+
+// TestBeanstalkAuthAnonymous: with no identity matching loopback, every
+// request that needs a right is denied, and logged as anonymous.
+func TestBeanstalkAuthAnonymous(t *testing.T) {
+	cfg := testAuthConfig()
+	cfg.Identities = cfg.Identities[:4] // drop "local"
+	cfg.Rules = cfg.Rules[1:]
+	_, addr, logs := bsStartAuth(t, mustPolicy(t, cfg), nil)
+	c := bsDial(t, addr)
+	defer c.nc.Close()
+	bsRoundTrip(t, c,
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n",
+		"stats\r\n", "NOT_FOUND\r\n",
+		"list-tube-used\r\n", "USING jobs\r\n",
+	)
+	if l := logs.String(); !strings.Contains(l, "decision=denied-anonymous") {
+		t.Errorf("anonymous denial not logged:\n%s", l)
+	}
+}
+
+// TestBeanstalkAuthToken: `use jobgate-auth.<token>` is consumed (the used
+// tube does not change, no such tube is made) and identifies the client;
+// it may then consume "jobs". Unknown tokens change nothing, and the
+// third closes the connection.
+func TestBeanstalkAuthToken(t *testing.T) {
+	_, addr, logs := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	p := bsDial(t, addr)
+	defer p.nc.Close()
+	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED 1\r\n")
+
+	w := bsDial(t, addr)
+	defer w.nc.Close()
+	bsRoundTrip(t, w,
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"ignore default\r\n", "WATCHING 1\r\n",
+		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", // still "local": no consume right
+		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"list-tube-used\r\n", "USING default\r\n",
+		"reserve-with-timeout 0\r\n", "RESERVED 1 2\r\nj1\r\n",
+		"delete 1\r\n", "DELETED\r\n",
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n", // a worker, not a producer
+	)
+
+	adm := bsAdmin(t, addr)
+	bsRoundTrip(t, adm, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
+
+	bad := bsDial(t, addr)
+	defer bad.nc.Close()
+	bsRoundTrip(t, bad,
+		"use jobgate-auth.not-a-known-token-000\r\n", "USING jobgate-auth.not-a-known-token-000\r\n",
+		"use jobgate-auth.short\r\n", "USING jobgate-auth.short\r\n",
+		"stats\r\n", "NOT_FOUND\r\n",
+	)
+	bad.send(t, "use jobgate-auth.not-a-known-token-001\r\n")
+	bad.expectEOF(t, "third unknown token")
+	if l := logs.String(); !strings.Contains(l, "auth: unknown token") || strings.Contains(l, "not-a-known-token") {
+		t.Errorf("unknown tokens not logged, or logged in clear:\n%s", l)
+	}
+}
+
+// TestBeanstalkAuthReserveFilter: a worker that may consume "jobs" but
+// still watches "default" is never given a job from "default", neither at
+// once nor while it waits.
+func TestBeanstalkAuthReserveFilter(t *testing.T) {
+	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	adm := bsAdmin(t, addr)
+	bsRoundTrip(t, adm, "put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n")
+
+	w := bsDial(t, addr)
+	defer w.nc.Close()
+	bsRoundTrip(t, w,
+		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"reserve-with-timeout 0\r\n", "TIMED_OUT\r\n",
+	)
+	w.send(t, "reserve\r\n")
+	w.expectQuiet(t, "waiting reserve")
+	bsRoundTrip(t, adm, "put 0 0 60 1\r\ne\r\n", "INSERTED 2\r\n") // into default again
+	w.expectQuiet(t, "waiting reserve after a put into default")
+	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nf\r\n", "INSERTED 3\r\n")
+	w.expect(t, "RESERVED 3 1\r\nf\r\n", "waiting reserve after a put into jobs")
+	bsRoundTrip(t, adm, "stats-tube default\r\n", "OK {n}\r\n---\nname: default\n{...}current-jobs-ready: 2\n{...}")
+}
+
+// TestBeanstalkAuthDeniedReserveWaits: a reserve with no consumable tube
+// is answered only after a pause, so worker loops do not spin.
+func TestBeanstalkAuthDeniedReserveWaits(t *testing.T) {
+	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	c := bsDial(t, addr)
+	defer c.nc.Close()
+	c.send(t, "reserve\r\n")
+	c.expectQuiet(t, "denied reserve")
+	c.expect(t, "NOT_FOUND\r\n", "denied reserve")
+	bsRoundTrip(t, c, "list-tube-used\r\n", "USING default\r\n")
+}
+
+// TestBeanstalkAuthCert: over crypto/tls, a verified client certificate
+// whose CN or DNS SAN is a cert_name identifies the client; without a
+// certificate the client falls back to its address.
+func TestBeanstalkAuthCert(t *testing.T) {
+	ca := testutil.NewCA(t, "test CA")
+	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), ca.MutualTLS(t))
+	dial := func(certs ...tls.Certificate) *bsConn {
+		nc, err := tls.Dial("tcp", addr, ca.ClientTLS(certs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return &bsConn{nc: nc, br: bufio.NewReader(nc)}
+	}
+	prod := dial()
+	bsRoundTrip(t, prod, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\na\r\n", "INSERTED 1\r\n", "put 0 0 60 1\r\nb\r\n", "INSERTED 2\r\n")
+	for _, cert := range []tls.Certificate{ca.Client(t, "worker.example"), ca.Client(t, "someone", "x.example", "WORKER.example")} {
+		w := dial(cert)
+		bsRoundTrip(t, w,
+			"watch jobs\r\n", "WATCHING 2\r\n",
+			"reserve-with-timeout 0\r\n", "RESERVED {n} 1\r\n{*}\r\n",
+			"use jobs\r\n", "USING jobs\r\n",
+			"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n",
+		)
+	}
+	other := dial(ca.Client(t, "stranger.example"))
+	bsRoundTrip(t, other, "watch jobs\r\n", "WATCHING 2\r\n", "reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nc\r\n", "INSERTED 3\r\n")
+
+	// go-beanstalk over crypto/tls, as the certificate's worker.
+	nc, err := tls.Dial("tcp", addr, ca.ClientTLS(ca.Client(t, "worker.example")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := gobeanstalk.NewConn(nc)
+	defer gc.Close()
+	id, body, err := gobeanstalk.NewTubeSet(gc, "jobs").Reserve(5 * time.Second)
+	if err != nil || id != 3 || string(body) != "c" {
+		t.Fatalf("go-beanstalk reserve over TLS: %d %q %v", id, body, err)
+	}
+	if err := gc.Delete(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gobeanstalk.NewTube(gc, "jobs").Put([]byte("x"), 0, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("go-beanstalk put over TLS as a worker: %v", err)
+	}
+}
+
+// TestBeanstalkAuthSwap: SetAuthPolicy takes effect on a live connection
+// at its next command, and nil turns auth off.
+func TestBeanstalkAuthSwap(t *testing.T) {
+	srv, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	c := bsDial(t, addr)
+	defer c.nc.Close()
+	bsRoundTrip(t, c, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\na\r\n", "INSERTED 1\r\n", "stats\r\n", "NOT_FOUND\r\n")
+
+	cfg := testAuthConfig()
+	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
+	srv.SetAuthPolicy(mustPolicy(t, cfg))
+	bsRoundTrip(t, c, "put 0 0 60 1\r\nb\r\n", "NOT_FOUND\r\n", "stats\r\n", "OK {n}\r\n---\n{...}")
+
+	srv.SetAuthPolicy(nil)
+	bsRoundTrip(t, c,
+		"put 0 0 60 1\r\nc\r\n", "INSERTED 2\r\n",
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"reserve-with-timeout 0\r\n", "RESERVED 1 1\r\na\r\n",
+	)
+}
+
+// TestBeanstalkAuthGoClient: go-beanstalk, unmodified, sends the token by
+// using the reserved tube (pipelined, its reply skipped), then works;
+// denials surface as ErrNotFound and the connection stays in step.
+func TestBeanstalkAuthGoClient(t *testing.T) {
+	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	prod, err := gobeanstalk.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	jobs := gobeanstalk.NewTube(prod, "jobs")
+	id, err := jobs.Put([]byte("hello"), 1, 0, time.Minute)
+	if err != nil {
+		t.Fatalf("put by local: %v", err)
+	}
+	if _, err := gobeanstalk.NewTube(prod, "payroll").Put([]byte("x"), 1, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("denied put: %v", err)
+	}
+	if _, err := prod.Stats(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("denied stats: %v", err)
+	}
+	if _, _, err := gobeanstalk.NewTubeSet(prod, "jobs").Reserve(0); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("denied reserve: %v", err)
+	}
+
+	wc, err := gobeanstalk.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+tokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("token use + peek-ready on default: %v", err)
+	}
+	gotID, body, err := gobeanstalk.NewTubeSet(wc, "jobs").Reserve(5 * time.Second)
+	if err != nil || gotID != id || string(body) != "hello" {
+		t.Fatalf("worker reserve: %d %q %v", gotID, body, err)
+	}
+	if err := wc.Delete(gotID); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := gobeanstalk.NewTube(wc, "jobs").Put([]byte("x"), 1, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("worker put: %v", err)
+	}
+	if _, err := jobs.Put([]byte("again"), 1, 0, time.Minute); err != nil {
+		t.Fatalf("put after the denials (out of step?): %v", err)
+	}
+}
+
+// TestBeanstalkAuthBeaneater: Ruby's beaneater, unmodified, against the
+// real server: the token `use`, denials raised as NotFoundError, a
+// soft-denied watch whose reserve is refused, and the connection in step
+// after each.
+func TestBeanstalkAuthBeaneater(t *testing.T) {
+	ruby := testutil.RequireBinary(t, "ruby")
+	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
+		t.Skipf("ruby beaneater not installed: %s", out)
+	}
+	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, ruby, "-e", `
+require "beaneater"
+def try(label)
+  r = yield
+  puts "#{label}: #{r}"
+rescue => e
+  puts "#{label}: #{e.class}"
+end
+p = Beaneater.new(ARGV[0])
+try("put default") { p.tubes["default"].put("a")[:status] }
+try("put jobs") { p.tubes["jobs"].put("hello")[:status] }
+try("stats") { p.stats.current_jobs_ready }
+try("put jobs again") { p.tubes["jobs"].put("again")[:status] }
+w = Beaneater.new(ARGV[0])
+try("watch as local") { w.tubes.watch!("jobs"); "ok" }
+try("reserve as local") { w.tubes.reserve(0).body }
+try("token") { w.tubes.use("jobgate-auth." + ARGV[1]); "ok" }
+try("reserve as worker") { j = w.tubes.reserve(0); j.delete; j.body }
+try("put as worker") { w.tubes["jobs"].put("x")[:status] }
+try("reserve again") { j = w.tubes.reserve(0); j.delete; j.body }
+try("reserve empty") { w.tubes.reserve(0) }
+`, addr, tokWorker).CombinedOutput()
+	t.Logf("beaneater:\n%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `put default: Beaneater::NotFoundError
+put jobs: INSERTED
+stats: Beaneater::NotFoundError
+put jobs again: INSERTED
+watch as local: ok
+reserve as local: Beaneater::NotFoundError
+token: ok
+reserve as worker: hello
+put as worker: Beaneater::NotFoundError
+reserve again: again
+reserve empty: Beaneater::TimedOutError
+`
+	if string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+// BenchmarkBeanstalkServerCycleAuth is BenchmarkBeanstalkServerCycle with
+// auth on, every command allowed: the cost of the checks.
+func BenchmarkBeanstalkServerCycleAuth(b *testing.B) {
+	_, addr, _ := bsStartAuth(b, mustPolicy(b, config.Auth{
+		Enabled:    true,
+		Identities: []config.Identity{{Name: "local", CIDRs: []string{"127.0.0.1/32"}}},
+		Rules:      []config.Rule{{Identity: "local", Produce: []string{"*"}, Consume: []string{"*"}, Admin: true}},
+	}), nil)
+	bsCycleBench(b, addr)
+}
