@@ -14,6 +14,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/metrics"
 )
 
@@ -37,6 +38,10 @@ type BeanstalkConfig struct {
 	// depths at scrape time. nil: no metrics, at the cost of a nil check.
 	// The server sets the engine's Observer, replacing any other.
 	Metrics *metrics.Metrics
+	// ConnLimits protect the server from its clients (limits.go).
+	ConnLimits Limits
+	// Clock drives the idle, read and write timeouts. Default the real one.
+	Clock clock.Clock
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -50,6 +55,7 @@ type BeanstalkServer struct {
 	log        *slog.Logger
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
+	guard      *connGuard          // limits.go
 	mu         sync.Mutex          // guards the fields below
 	addr       net.Addr
 	lns        map[net.Listener]struct{}
@@ -86,6 +92,7 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
+	s.guard = newConnGuard(cfg.Clock, s.log, s.connSeries, cfg.ConnLimits, beanstalkReject)
 	return s, nil
 }
 
@@ -108,6 +115,7 @@ func (s *BeanstalkServer) Serve(l net.Listener) error {
 		l.Close()
 		return nil
 	}
+	l = s.guard.wrap(l)
 	s.lns[l] = struct{}{}
 	s.addr = l.Addr()
 	s.mu.Unlock()
@@ -123,7 +131,8 @@ func (s *BeanstalkServer) Serve(l net.Listener) error {
 		nc, err := l.Accept()
 		if err != nil {
 			s.mu.Lock()
-			down := s.shutdown
+			_, open := s.lns[l]
+			down := s.shutdown || !open // Shutdown, or Drain closed it
 			s.mu.Unlock()
 			if down {
 				return nil
@@ -159,6 +168,7 @@ func (s *BeanstalkServer) Shutdown(ctx context.Context) error {
 		close(s.quit)
 	}
 	s.shutdown = true
+	s.guard.stop()
 	for l := range s.lns {
 		l.Close()
 	}
@@ -191,7 +201,7 @@ func (s *BeanstalkServer) newConn(nc net.Conn) *beanstalkConn {
 		return nil
 	}
 	c := &beanstalkConn{srv: s, nc: nc, wake: make(chan struct{}, 1)}
-	c.in = beanstalkInput{nc: nc}
+	c.in = beanstalkInput{nc: nc, watch: &c.watch}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	if s.connSeries != nil {
@@ -214,10 +224,11 @@ func (s *BeanstalkServer) dropConn(c *beanstalkConn) {
 // goroutine, except that the engine's notify callback touches nc's read
 // deadline and sends on wake.
 type beanstalkConn struct {
-	srv  *BeanstalkServer
-	nc   net.Conn
-	in   beanstalkInput
-	wake chan struct{} // one token per answered pending reserve
+	srv   *BeanstalkServer
+	nc    net.Conn
+	in    beanstalkInput
+	wake  chan struct{} // one token per answered pending reserve
+	watch connWatch     // for the timeouts (limits.go)
 }
 
 // beanstalkInput sits between the connection and the codec Reader. While a
@@ -235,6 +246,8 @@ type beanstalkInput struct {
 	wr       *wire.Writer
 	ahead    []byte // read ahead, not yet handed to the codec
 	aheadBuf []byte // ahead's buffer, kept for the next wait
+	rd       *wire.Reader
+	watch    *connWatch
 }
 
 // Read hands over read-ahead bytes first, then flushes pending replies and
@@ -250,6 +263,8 @@ func (in *beanstalkInput) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	// A request begun and not finished is under the read timeout.
+	in.watch.setFlag(watchPartial, in.rd.Buffered() > 0)
 	return in.nc.Read(p)
 }
 
@@ -275,14 +290,17 @@ func (c *beanstalkConn) notify() {
 func (c *beanstalkConn) serve() {
 	defer c.srv.dropConn(c)
 	defer c.nc.Close()
-	if tc, ok := c.nc.(*net.TCPConn); ok {
+	if tc, ok := unwrapConn(c.nc).(*net.TCPConn); ok {
 		tc.SetNoDelay(true) // replies are flushed deliberately; never delay them
 	}
 	sess := c.srv.eng.NewSession(c.notify)
 	defer sess.Close()
-	wr := wire.NewWriter(c.nc)
+	c.startWatch(sess)
+	defer c.srv.guard.unwatch(&c.watch)
+	wr := wire.NewWriter(beanstalkOut{c})
 	c.in.wr = wr
 	rd := wire.NewReader(&c.in, c.srv.limits)
+	c.in.rd = rd
 	var r wire.Reply
 	m := c.srv.metrics
 	for {
@@ -290,6 +308,7 @@ func (c *beanstalkConn) serve() {
 		var verb wire.Verb // 0 ("unknown") for a line the codec refused
 		if err == nil {
 			verb = cmd.Verb
+			c.watch.frames.Add(1)
 		}
 		if err != nil {
 			var ce *wire.ClientError
@@ -305,6 +324,8 @@ func (c *beanstalkConn) serve() {
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
 			}
+		} else if c.overReserved(sess, verb) {
+			r = wire.Reply{Kind: wire.DeadlineSoon}
 		} else if !sess.Exec(cmd, &r) {
 			if wr.Flush() != nil || !c.await(sess, &r) {
 				return

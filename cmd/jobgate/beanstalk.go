@@ -34,6 +34,12 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// prepareReload takes the new limits (reloader).
+func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
+	l := limitsFrom(cfg.Limits)
+	return func() { s.SetLimits(l) }, nil
+}
+
 // newBeanstalkServer builds the Beanstalk server on a new in-process engine,
 // restoring its jobs from the journal under data.dir. SIGUSR1 puts the
 // engine in drain mode, as it does beanstalkd.
@@ -55,7 +61,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		ec.Journal = fj
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, ConnLimits: limitsFrom(cfg.Limits)})
 	if err != nil {
 		if fj != nil {
 			fj.Close()

@@ -49,8 +49,9 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 			MaxPacketSize: g.MaxPacketSize.Int(),
 			MaxLineSize:   g.MaxAdminLine.Int(),
 		},
-		Log:     log,
-		Metrics: m,
+		Log:        log,
+		Metrics:    m,
+		ConnLimits: limitsFrom(cfg.Limits),
 	}
 	if g.AdminShutdown {
 		sc.OnShutdown = func(graceful bool) {
@@ -101,4 +102,10 @@ func syncPolicy(d config.Data) journal.SyncPolicy {
 		return journal.Never
 	}
 	return journal.Interval(d.FsyncInterval)
+}
+
+// prepareReload takes the new limits (reloader).
+func (s *gearmanService) prepareReload(cfg *config.Config) (func(), error) {
+	l := limitsFrom(cfg.Limits)
+	return func() { s.SetLimits(l) }, nil
 }

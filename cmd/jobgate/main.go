@@ -74,12 +74,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	log, _, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
+	log, level, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 2
 	}
-	services, listenersBound, err := buildServices(cfg, log)
+	op := newOperator(args, cfg, level, log)
+	services, listenersBound, err := buildServices(cfg, log, op)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 1
@@ -91,7 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Journal replay builds and drops a copy of every record; hand that
 	// memory back now rather than carry it until the heap grows into it.
 	debug.FreeOSMemory()
-	return serve(services, listenersBound, cfg.ShutdownTimeout, log)
+	op.setServices(services)
+	return serve(services, listenersBound, op, log)
 }
 
 // parseCommandLine reads the flags and the config file into one validated
@@ -171,7 +173,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // buildServices constructs a server for every enabled listener. The
 // returned flag turns ready once every listener is bound. Metrics are
 // collected only when the admin server is there to serve them.
-func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag, error) {
+func buildServices(cfg *config.Config, log *slog.Logger, op *operator) ([]service, *admin.Flag, error) {
 	var m *metrics.Metrics
 	if cfg.Admin.Listen != "" {
 		m = metrics.New(metrics.Options{Version: version, Logger: log})
@@ -193,7 +195,7 @@ func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag
 	}
 	bound := admin.NewFlag("listeners bound")
 	if m != nil && len(services) > 0 {
-		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log})
+		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, Reload: op.reload, Drain: op.drainStart})
 		adm.AddCheck("listeners", bound.Check)
 		services = append(services, service{"admin", cfg.Admin.Listen, adm})
 	}
@@ -201,9 +203,10 @@ func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag
 }
 
 // serve binds every listener first (so a port conflict fails the start
-// before anything serves), runs them, and shuts them down on SIGINT/SIGTERM
-// or when one fails. A second signal exits at once.
-func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration, log *slog.Logger) int {
+// before anything serves), runs them, reloads the configuration on SIGHUP,
+// and on SIGINT/SIGTERM drains (ops.go) and shuts them down; when one fails
+// it shuts down at once. A second signal exits at once.
+func serve(services []service, bound *admin.Flag, op *operator, log *slog.Logger) int {
 	listeners := make([]net.Listener, len(services))
 	for i, s := range services {
 		l, err := net.Listen("tcp", s.addr)
@@ -231,13 +234,29 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(signals)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	code := 0
-	select {
-	case sig := <-signals:
-		log.Info("shutting down", "signal", sig.String())
-	case err := <-failed:
-		log.Error("server failed", "err", err)
-		code = 1
+	drain := false
+wait:
+	for {
+		select {
+		case <-hup:
+			if err := op.reload(context.Background()); err != nil {
+				log.Error("reload refused; the running configuration stays", "err", err)
+			} else {
+				log.Info("configuration reloaded")
+			}
+		case sig := <-signals:
+			log.Info("draining", "signal", sig.String())
+			drain = true
+			break wait
+		case err := <-failed:
+			log.Error("server failed", "err", err)
+			code = 1
+			break wait
+		}
 	}
 	go func() {
 		if sig, ok := <-signals; ok {
@@ -245,7 +264,14 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 			os.Exit(1)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	if drain {
+		dctx, dcancel := context.WithTimeout(context.Background(), op.shutdownTimeout())
+		if !op.drain(dctx) {
+			log.Warn("drain timed out: closing connections with jobs in hand (they go back to ready)")
+		}
+		dcancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	for _, s := range services {
 		if err := s.srv.Shutdown(ctx); err != nil {
@@ -253,5 +279,14 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 			code = 1
 		}
 	}
+	for _, flush := range flushers {
+		if err := flush(ctx); err != nil {
+			log.Error("flush", "err", err)
+			code = 1
+		}
+	}
 	return code
 }
+
+// closeTimeout bounds closing the servers once the drain is over.
+const closeTimeout = 5 * time.Second
