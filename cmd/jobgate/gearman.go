@@ -21,6 +21,7 @@ import (
 type gearmanService struct {
 	*proxy.GearmanServer
 	journal *gearman.FileJournal // nil without persistence
+	metrics *metrics.Metrics     // for the backends a reload builds
 }
 
 // Shutdown stops the server, then closes the journal.
@@ -90,7 +91,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 	if fj != nil {
 		log.Info("jobs restored", "jobs", fj.Restored())
 	}
-	return &gearmanService{GearmanServer: srv, journal: fj}, nil
+	return &gearmanService{GearmanServer: srv, journal: fj, metrics: m}, nil
 }
 
 // syncPolicy turns data.fsync into the journal's policy.
@@ -104,8 +105,15 @@ func syncPolicy(d config.Data) journal.SyncPolicy {
 	return journal.Interval(d.FsyncInterval)
 }
 
-// prepareReload takes the new limits (reloader).
+// prepareReload takes the new limits and Gearman routing (reloader).
 func (s *gearmanService) prepareReload(cfg *config.Config) (func(), error) {
+	routes, err := s.PrepareReload(cfg, s.metrics)
+	if err != nil {
+		return nil, err
+	}
 	l := limitsFrom(cfg.Limits)
-	return func() { s.SetLimits(l) }, nil
+	return func() {
+		s.SetLimits(l)
+		routes()
+	}, nil
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/beanstalkd/go-beanstalk"
+)
+
+// reloadYAML is a config file with max_reserved_per_conn n.
+func reloadYAML(n string) string {
+	return "beanstalk:\n  listen: \"127.0.0.1:0\"\ngearman:\n  listen: \"\"\nadmin:\n  listen: \"127.0.0.1:0\"\ndata:\n  dir: \"\"\nlimits:\n  max_reserved_per_conn: " + n + "\n"
+}
+
+// TestReloadWithLiveConnections runs the binary with a config file, holds
+// a connection open across reloads and checks what each does: SIGHUP with
+// a raised limit applies it to the open connection; POST /-/reload with an
+// invalid file answers 422 with the error and the old limit stays; POST
+// /-/reload with a valid one applies it.
+func TestReloadWithLiveConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobgate.yaml")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(reloadYAML("1"))
+	p := startJobgate(t, 2, "-config", path)
+	c, err := beanstalk.Dial("tcp", p.addrs["beanstalk"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 4 {
+		if _, err := c.Put([]byte("job"), 1, 0, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := c.Reserve(0); err != nil {
+		t.Fatal(err)
+	}
+	// reserveOutcome is the answer to one more reserve: nil (a job),
+	// ErrDeadline (over the cap).
+	reserveOutcome := func() error {
+		_, _, err := c.Reserve(0)
+		return err
+	}
+	if err := reserveOutcome(); !errors.Is(err, beanstalk.ErrDeadline) {
+		t.Fatalf("over the cap: %v, want DEADLINE_SOON", err)
+	}
+
+	write(reloadYAML("2"))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // SIGHUP is handled asynchronously
+		err := reserveOutcome()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, beanstalk.ErrDeadline) || time.Now().After(deadline) {
+			t.Fatalf("after SIGHUP raised the cap: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	post := func() (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+p.addrs["admin"]+"/-/reload", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	write(reloadYAML("-1"))
+	if code, body := post(); code != http.StatusUnprocessableEntity || !strings.Contains(body, "limits.max_reserved_per_conn") {
+		t.Fatalf("invalid reload: %d %q", code, body)
+	}
+	if err := reserveOutcome(); !errors.Is(err, beanstalk.ErrDeadline) {
+		t.Fatalf("after the refused reload (cap 2, 2 held): %v, want DEADLINE_SOON", err)
+	}
+	write(reloadYAML("3"))
+	if code, body := post(); code != http.StatusOK {
+		t.Fatalf("valid reload: %d %q", code, body)
+	}
+	if err := reserveOutcome(); err != nil {
+		t.Fatalf("after the reload raising the cap to 3: %v", err)
+	}
+	if _, err := c.ListTubes(); err != nil {
+		t.Fatalf("the connection did not survive the reloads: %v", err)
+	}
+}
