@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -97,5 +100,42 @@ func TestReloadWithLiveConnections(t *testing.T) {
 	}
 	if _, err := c.ListTubes(); err != nil {
 		t.Fatalf("the connection did not survive the reloads: %v", err)
+	}
+}
+
+// TestReloadLogLevelAndRestartFields: a reload changes the log level at
+// once, names the changed fields that need a restart, and an invalid file
+// changes nothing.
+func TestReloadLogLevelAndRestartFields(t *testing.T) {
+	path := writeFile(t, "j.yaml", "log:\n  level: info\n")
+	args := []string{"-config", path}
+	cfg, code := parseCommandLine(args, io.Discard)
+	if cfg == nil {
+		t.Fatalf("exit %d", code)
+	}
+	var level slog.LevelVar
+	var logged bytes.Buffer
+	op := newOperator(args, cfg, &level, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err := os.WriteFile(path, []byte("log:\n  level: debug\ngearman:\n  listen: \":4999\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if level.Level() != slog.LevelDebug {
+		t.Errorf("level %v after reload, want debug", level.Level())
+	}
+	if !strings.Contains(logged.String(), "gearman.listen") {
+		t.Errorf("the restart warning does not name gearman.listen: %s", logged.String())
+	}
+	if err := os.WriteFile(path, []byte("log:\n  level: loud\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := op.reload(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "log.level") {
+		t.Fatalf("invalid reload: %v", err)
+	}
+	if level.Level() != slog.LevelDebug {
+		t.Errorf("level %v after a refused reload, want debug still", level.Level())
 	}
 }
