@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
@@ -76,4 +78,37 @@ func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (app
 			h.Stop()
 		}
 	}, nil
+}
+
+// RoutesReady returns nil when every route of the routing in force (each
+// rule and the default) has at least one backend available (breaker not
+// open, health check up), and otherwise names the routes that have none:
+// a /readyz check. A plain server has only its engine and is always ready.
+func (s *GearmanServer) RoutesReady() error {
+	if s.gw == nil {
+		return nil
+	}
+	rt := s.gw.rt()
+	var down []string
+	seen := map[*routing.Pool]bool{}
+	check := func(p *routing.Pool) {
+		if p == nil || seen[p] {
+			return
+		}
+		seen[p] = true
+		for _, b := range p.Backends() {
+			if b.Available() {
+				return
+			}
+		}
+		down = append(down, p.Name())
+	}
+	for _, r := range rt.cfg.Rules.Rules() {
+		check(r.Pool)
+	}
+	check(rt.cfg.Rules.Default())
+	if len(down) > 0 {
+		return fmt.Errorf("no backend up for gearman route target %s", strings.Join(down, ", "))
+	}
+	return nil
 }

@@ -117,3 +117,30 @@ func gearadminStatus(t *testing.T, addr string) string {
 		sb.WriteString(line)
 	}
 }
+
+// TestGearmanRoutesReady: /readyz's route check passes while a route's
+// backend can be used and names the route once its breaker opens.
+func TestGearmanRoutesReady(t *testing.T) {
+	c := config.Default()
+	b := config.DefaultBackend()
+	b.Name, b.ID, b.Type = "g1", 1, config.TypeGearman
+	b.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) // nothing listens
+	b.DialTimeout, b.IOTimeout = time.Second, time.Second
+	b.Breaker = config.Breaker{Failures: 1, OpenTimeout: time.Hour, HalfOpenRequests: 1}
+	c.Backends = append(c.Backends, b)
+	c.Routes.GearmanDefault = "g1"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	addr, srv := startGearmanGateway(t, c, gearman.Config{HandlePrefix: "H:jobgate"})
+	if err := srv.RoutesReady(); err != nil {
+		t.Fatalf("before any failure: %v", err)
+	}
+	client := glDial(t, addr)
+	client.send(t, codec.SubmitJobBg, "f", "", "x")
+	client.expect(t, codec.Error, "submit to a backend that is down")
+	err := srv.RoutesReady()
+	if err == nil || !strings.Contains(err.Error(), "g1") {
+		t.Fatalf("with the breaker open: %v, want g1 named", err)
+	}
+}

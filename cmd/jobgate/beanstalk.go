@@ -34,6 +34,14 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// readyChecks are the service's /readyz checks.
+func (s *beanstalkService) readyChecks() []readyCheck {
+	if s.journal == nil {
+		return nil
+	}
+	return []readyCheck{{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())}}
+}
+
 // prepareReload takes the new limits (reloader).
 func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
 	l := limitsFrom(cfg.Limits)
@@ -54,7 +62,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 	if cfg.Data.Dir != "" {
 		var rep journal.ReplayReport
 		var err error
-		fj, rep, err = engine.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log})
+		fj, rep, err = engine.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log, OnSync: fsyncHook(m, metrics.Beanstalk)})
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
@@ -70,6 +78,9 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 	}
 	if fj != nil {
 		log.Info("jobs restored", "jobs", fj.Restored())
+		if m != nil {
+			m.SetJournal(metrics.Beanstalk, fj.Journal())
+		}
 	}
 	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1)}
 	eng := srv.Engine()

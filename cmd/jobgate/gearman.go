@@ -66,7 +66,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 	if cfg.Data.Dir != "" {
 		var rep journal.ReplayReport
 		var err error
-		fj, rep, err = gearman.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log})
+		fj, rep, err = gearman.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log, OnSync: fsyncHook(m, metrics.Gearman)})
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
@@ -90,6 +90,9 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 	}
 	if fj != nil {
 		log.Info("jobs restored", "jobs", fj.Restored())
+		if m != nil {
+			m.SetJournal(metrics.Gearman, fj.Journal())
+		}
 	}
 	return &gearmanService{GearmanServer: srv, journal: fj, metrics: m}, nil
 }
@@ -103,6 +106,15 @@ func syncPolicy(d config.Data) journal.SyncPolicy {
 		return journal.Never
 	}
 	return journal.Interval(d.FsyncInterval)
+}
+
+// readyChecks are the service's /readyz checks.
+func (s *gearmanService) readyChecks() []readyCheck {
+	checks := []readyCheck{{"gearman routes have a backend up", func(context.Context) error { return s.RoutesReady() }}}
+	if s.journal != nil {
+		checks = append(checks, readyCheck{"gearman journal replayed and writable", journalCheck(s.journal.Journal())})
+	}
+	return checks
 }
 
 // prepareReload takes the new limits and Gearman routing (reloader).

@@ -197,6 +197,7 @@ func buildServices(cfg *config.Config, log *slog.Logger, op *operator) ([]servic
 	if m != nil && len(services) > 0 {
 		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, Reload: op.reload, Drain: op.drainStart})
 		adm.AddCheck("listeners", bound.Check)
+		addReadyChecks(adm, services)
 		services = append(services, service{"admin", cfg.Admin.Listen, adm})
 	}
 	return services, bound, nil

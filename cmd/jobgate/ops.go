@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/logging"
+	"github.com/jobgate/jobgate/jobserver/journal"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/proxy/admin"
 )
 
 // operator runs what an operator asks of a running process: reload the
@@ -190,4 +194,47 @@ func limitsFrom(l config.Limits) proxy.Limits {
 		MaxReservedPerConn: l.MaxReservedPerConn,
 		WriteBufferLimit:   l.WriteBufferLimit.Int(),
 	}
+}
+
+// readyCheck is one /readyz check of a service.
+type readyCheck struct {
+	name string
+	f    admin.CheckFunc
+}
+
+// readiness is a service with /readyz checks of its own.
+type readiness interface {
+	readyChecks() []readyCheck
+}
+
+// addReadyChecks adds the checks of every service that has some.
+func addReadyChecks(adm *admin.Server, services []service) {
+	for _, s := range services {
+		if r, ok := s.srv.(readiness); ok {
+			for _, c := range r.readyChecks() {
+				adm.AddCheck(c.name, c.f)
+			}
+		}
+	}
+}
+
+// journalCheck is ready once the journal is open, which is after its
+// replay (a service is built only then), and while it accepts writes: a
+// journal that failed (disk full, I/O error) refuses every change.
+func journalCheck(j *journal.Journal) admin.CheckFunc {
+	return func(context.Context) error {
+		if err := j.Stats().Err; err != nil {
+			return fmt.Errorf("journal failed: %w", err)
+		}
+		return nil
+	}
+}
+
+// fsyncHook feeds the journal's fsync latencies of protocol p to m; nil
+// without metrics.
+func fsyncHook(m *metrics.Metrics, p metrics.Protocol) func(time.Duration) {
+	if m == nil {
+		return nil
+	}
+	return func(d time.Duration) { m.ObserveFsync(p, d) }
 }
