@@ -56,6 +56,9 @@ Usage:
   jobgate check-config FILE        validate a configuration file and exit
   jobgate version                  print the version and exit
 
+Signals: SIGTERM or SIGINT drains (no new jobs, jobs in hand finish) and
+exits, a second one exits at once; SIGHUP reloads the configuration.
+
 Flags:
 `
 
