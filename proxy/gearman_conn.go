@@ -10,6 +10,7 @@ import (
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/proxy/connlimit"
 )
 
 // gearmanConn is one Gearman connection. On Linux a TCP connection is
@@ -179,6 +180,7 @@ func (c *gearmanConn) queued(wasEmpty bool) {
 	if c.loop != nil {
 		// The loop writes after its batch, whoever queued the bytes.
 		if over {
+			c.srv.countCut(connlimit.ReasonSlowReader)
 			c.closeReq.Store(true)
 		}
 		if wasEmpty || over {
@@ -187,6 +189,7 @@ func (c *gearmanConn) queued(wasEmpty bool) {
 		return
 	}
 	if over {
+		c.srv.countCut(connlimit.ReasonSlowReader)
 		c.nc.Close()
 		return
 	}

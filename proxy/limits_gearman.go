@@ -26,6 +26,13 @@ func (s *GearmanServer) maxOutput() int {
 	return s.cfg.MaxOutput
 }
 
+// countCut counts a connection cut off by a limit.
+func (s *GearmanServer) countCut(r connlimit.Reason) {
+	if s.connSeries != nil {
+		s.connSeries.Cut(r.String())
+	}
+}
+
 // startWatch puts the connection under the timeouts.
 func (c *gearmanConn) startWatch() {
 	c.srv.guard.watch(&c.watch, c.busy, func(connlimit.Reason) { c.close() })

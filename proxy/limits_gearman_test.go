@@ -5,17 +5,21 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/clock"
+	"github.com/jobgate/jobgate/metrics"
 )
 
 // forEachLimitedMode runs test against a server with limits lim and a
 // fake clock, served by the event loop and by goroutines.
-func forEachLimitedMode(t *testing.T, lim Limits, test func(t *testing.T, addr string, clk *clock.Fake)) {
+func forEachLimitedMode(t *testing.T, lim Limits, test func(t *testing.T, addr string, clk *clock.Fake, m *metrics.Metrics)) {
 	for _, goroutines := range []bool{false, true} {
 		name := "loop"
 		if goroutines {
@@ -25,11 +29,12 @@ func forEachLimitedMode(t *testing.T, lim Limits, test func(t *testing.T, addr s
 			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 			ec := gearmanConfigForTest()
 			ec.Clock = clk
-			srv, err := NewGearmanServer(GearmanConfig{Engine: ec, Goroutines: goroutines, ConnLimits: lim})
+			m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
+			srv, err := NewGearmanServer(GearmanConfig{Engine: ec, Goroutines: goroutines, ConnLimits: lim, Metrics: m})
 			if err != nil {
 				t.Fatal(err)
 			}
-			test(t, serveGearman(t, srv), clk)
+			test(t, serveGearman(t, srv), clk, m)
 		})
 	}
 }
@@ -86,7 +91,7 @@ func (c *glConn) waitClosed(t *testing.T, what string) {
 // TestGearmanLimitsConnectionFlood: past max_connections a client reads an
 // ERROR TOO_MANY_CONNECTIONS packet, then the connection closes.
 func TestGearmanLimitsConnectionFlood(t *testing.T) {
-	forEachLimitedMode(t, Limits{MaxConns: 2}, func(t *testing.T, addr string, _ *clock.Fake) {
+	forEachLimitedMode(t, Limits{MaxConns: 2}, func(t *testing.T, addr string, _ *clock.Fake, _ *metrics.Metrics) {
 		for i := 0; i < 2; i++ {
 			c := glDial(t, addr)
 			c.send(t, codec.EchoReq, "hi")
@@ -108,7 +113,7 @@ func TestGearmanLimitsConnectionFlood(t *testing.T) {
 // idle client is closed; a worker asleep after PRE_SLEEP and a worker
 // holding a job stay, and the sleeper is still woken by NOOP.
 func TestGearmanLimitsIdleTimeout(t *testing.T) {
-	forEachLimitedMode(t, Limits{IdleTimeout: 10 * time.Second}, func(t *testing.T, addr string, clk *clock.Fake) {
+	forEachLimitedMode(t, Limits{IdleTimeout: 10 * time.Second}, func(t *testing.T, addr string, clk *clock.Fake, _ *metrics.Metrics) {
 		idle := glDial(t, addr)
 		idle.send(t, codec.EchoReq, "x")
 		idle.expect(t, codec.EchoRes, "idle")
@@ -146,7 +151,7 @@ func TestGearmanLimitsIdleTimeout(t *testing.T) {
 // TestGearmanLimitsMaxAssigned: a worker holding max_reserved_per_conn
 // jobs gets NO_JOB; once it completes one, GRAB_JOB assigns again.
 func TestGearmanLimitsMaxAssigned(t *testing.T) {
-	forEachLimitedMode(t, Limits{MaxReservedPerConn: 1}, func(t *testing.T, addr string, _ *clock.Fake) {
+	forEachLimitedMode(t, Limits{MaxReservedPerConn: 1}, func(t *testing.T, addr string, _ *clock.Fake, _ *metrics.Metrics) {
 		c := glDial(t, addr)
 		c.send(t, codec.SubmitJobBg, "f", "", "1")
 		c.expect(t, codec.JobCreated, "submit")
@@ -168,7 +173,7 @@ func TestGearmanLimitsMaxAssigned(t *testing.T) {
 // streams WORK_DATA to it is cut off at write_buffer_limit, and the worker
 // is not held up.
 func TestGearmanLimitsSlowReader(t *testing.T) {
-	forEachLimitedMode(t, Limits{WriteBufferLimit: 256 << 10}, func(t *testing.T, addr string, _ *clock.Fake) {
+	forEachLimitedMode(t, Limits{WriteBufferLimit: 256 << 10}, func(t *testing.T, addr string, _ *clock.Fake, m *metrics.Metrics) {
 		c := glDial(t, addr)
 		c.send(t, codec.SubmitJob, "f", "", "x")
 		w := glDial(t, addr)
@@ -184,5 +189,25 @@ func TestGearmanLimitsSlowReader(t *testing.T) {
 		w.send(t, codec.EchoReq, "alive")
 		w.expect(t, codec.EchoRes, "worker")
 		c.waitClosed(t, "slow reader")
+		if n := metricValue(t, m, `jobgate_connections_cut_total{protocol="gearman",reason="slow_reader"}`); n != 1 {
+			t.Errorf("slow_reader cuts counted: %v, want 1", n)
+		}
 	})
+}
+
+// metricValue scrapes m for the sample named exactly key; -1 if absent.
+func metricValue(t *testing.T, m *metrics.Metrics, key string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return -1
 }
