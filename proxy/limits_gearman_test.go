@@ -211,3 +211,64 @@ func metricValue(t *testing.T, m *metrics.Metrics, key string) float64 {
 	}
 	return -1
 }
+
+// TestGearmanLimitsReadTimeout: a packet started and never finished is cut
+// off after read_timeout of the fake clock; a quiet connection is not.
+func TestGearmanLimitsReadTimeout(t *testing.T) {
+	forEachLimitedMode(t, Limits{ReadTimeout: 4 * time.Second}, func(t *testing.T, addr string, clk *clock.Fake, m *metrics.Metrics) {
+		slow := glDial(t, addr)
+		slow.send(t, codec.EchoReq, "first")
+		slow.expect(t, codec.EchoRes, "first")
+		partial := codec.AppendPacket(nil, codec.Req, codec.EchoReq, []byte("never finished"))
+		if _, err := slow.nc.Write(partial[:15]); err != nil {
+			t.Fatal(err)
+		}
+		quiet := glDial(t, addr)
+		quiet.send(t, codec.EchoReq, "x")
+		quiet.expect(t, codec.EchoRes, "quiet")
+		key := `jobgate_connections_cut_total{protocol="gearman",reason="read_timeout"}`
+		deadline := time.Now().Add(5 * time.Second)
+		for metricValue(t, m, key) < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the partial packet was never cut off")
+			}
+			clk.Advance(time.Second) // until the server has read the partial packet
+		}
+		slow.waitClosed(t, "partial packet")
+		quiet.send(t, codec.EchoReq, "y")
+		quiet.expect(t, codec.EchoRes, "a quiet connection")
+	})
+}
+
+// TestGearmanLimitsWriteTimeout: with no buffer limit, a client that stops
+// reading while a worker streams WORK_DATA to it is cut off once its
+// output made no progress for write_timeout.
+func TestGearmanLimitsWriteTimeout(t *testing.T) {
+	forEachLimitedMode(t, Limits{WriteTimeout: 4 * time.Second}, func(t *testing.T, addr string, clk *clock.Fake, m *metrics.Metrics) {
+		c := glDial(t, addr)
+		c.send(t, codec.SubmitJob, "f", "", "x")
+		c.expect(t, codec.JobCreated, "submit")
+		w := glDial(t, addr)
+		w.send(t, codec.CanDo, "f")
+		w.send(t, codec.GrabJob)
+		job := w.expect(t, codec.JobAssign, "grab")
+		chunk := codec.AppendPacket(nil, codec.Req, codec.WorkData, job.Args[0], make([]byte, 1<<20))
+		for i := 0; i < 16; i++ { // far more than socket buffers hold
+			if _, err := w.nc.Write(chunk); err != nil {
+				t.Fatalf("worker write %d: %v", i, err)
+			}
+		}
+		w.send(t, codec.EchoReq, "alive")
+		w.expect(t, codec.EchoRes, "worker")
+		key := `jobgate_connections_cut_total{protocol="gearman",reason="write_timeout"}`
+		deadline := time.Now().Add(10 * time.Second)
+		for metricValue(t, m, key) < 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the client that does not read was never cut off")
+			}
+			clk.Advance(time.Second)
+			time.Sleep(5 * time.Millisecond) // let the real socket writes stall between fake seconds
+		}
+		c.waitClosed(t, "non-reading client")
+	})
+}
