@@ -3,8 +3,10 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +253,57 @@ func TestBeanstalkLimitsMaxReserved(t *testing.T) {
 	c.expect(t, "RESERVED 2 1\r\nb\r\n", "reserve under the raised cap")
 	c.send(t, "delete 1\r\n")
 	c.expect(t, "DELETED\r\n", "delete")
+}
+
+// TestBeanstalkLimitsConcurrentFlood: 100 clients connect at once to a
+// server capped at 10 connections; exactly 10 are served, every other one
+// is refused (OUT_OF_MEMORY, or closed at once when too many refusals are
+// in flight) and none hangs.
+func TestBeanstalkLimitsConcurrentFlood(t *testing.T) {
+	_, _, _, addr := startLimitedBeanstalk(t, proxy.Limits{MaxConns: 10})
+	const clients = 100
+	results := make(chan string, clients)
+	conns := make(chan net.Conn, clients)
+	for range clients {
+		go func() {
+			nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				results <- "dial: " + err.Error()
+				return
+			}
+			conns <- nc
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := nc.Write([]byte("list-tube-used\r\n")); err != nil {
+				results <- "refused"
+				return
+			}
+			buf := make([]byte, 64)
+			n, err := io.ReadAtLeast(nc, buf, 1)
+			switch reply := string(buf[:n]); {
+			case reply == "USING default\r\n":
+				results <- "served"
+			case reply == "OUT_OF_MEMORY\r\n" || err != nil && !errors.Is(err, os.ErrDeadlineExceeded):
+				results <- "refused"
+			default:
+				results <- fmt.Sprintf("unexpected %q %v", reply, err)
+			}
+		}()
+	}
+	served := 0
+	for range clients {
+		switch r := <-results; r {
+		case "served":
+			served++
+		case "refused":
+		default:
+			t.Error(r)
+		}
+	}
+	close(conns)
+	for nc := range conns {
+		nc.Close()
+	}
+	if served != 10 {
+		t.Errorf("%d clients served, want exactly 10", served)
+	}
 }
