@@ -17,7 +17,9 @@ import (
 // new values at any time with SetLimits (a config reload); connections
 // already open stay open.
 type Limits struct {
-	// MaxConns caps the server's open client connections; 0: no cap. A
+	// MaxConns caps the server's open client connections (with those of
+	// the servers it shares a connlimit.Group with, ShareConnections);
+	// 0: no cap. A
 	// refused Beanstalk client reads OUT_OF_MEMORY, a Gearman one an
 	// ERROR packet TOO_MANY_CONNECTIONS, as the reply to its first request.
 	MaxConns int
@@ -103,8 +105,8 @@ type connGuard struct {
 	reject func(net.Conn, connlimit.Reason)
 	limits atomic.Pointer[Limits]
 
-	mu      sync.Mutex // guards the fields below
-	lns     []*connlimit.Listener
+	mu      sync.Mutex       // guards the fields below
+	group   *connlimit.Group // counts connections against MaxConns and MaxConnsPerIP
 	watched map[*connWatch]struct{}
 	timer   clock.Timer // the armed sweep, nil when no timeout is set
 	period  time.Duration
@@ -115,9 +117,20 @@ func newConnGuard(clk clock.Clock, log *slog.Logger, series *metrics.ConnSeries,
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	g := &connGuard{clk: clk, log: log, series: series, reject: reject, watched: make(map[*connWatch]struct{})}
+	g := &connGuard{clk: clk, log: log, series: series, reject: reject, watched: make(map[*connWatch]struct{}),
+		group: connlimit.NewGroup(l.MaxConns, l.MaxConnsPerIP)}
 	g.limits.Store(&l)
 	return g
+}
+
+// share makes the server count its connections in group, with other
+// servers, instead of its own; call it before Serve.
+func (g *connGuard) share(group *connlimit.Group) {
+	lim := g.current()
+	group.SetLimits(lim.MaxConns, lim.MaxConnsPerIP)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.group = group
 }
 
 // current returns the limits in force.
@@ -128,24 +141,19 @@ func (g *connGuard) set(l Limits) {
 	g.limits.Store(&l)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, ln := range g.lns {
-		ln.SetLimits(l.MaxConns, l.MaxConnsPerIP)
-	}
+	g.group.SetLimits(l.MaxConns, l.MaxConnsPerIP)
 	g.armLocked()
 }
 
 // wrap returns l capped by the connection limits.
 func (g *connGuard) wrap(l net.Listener) net.Listener {
-	lim := g.current()
-	o := connlimit.Options{MaxConns: lim.MaxConns, MaxPerIP: lim.MaxConnsPerIP, Reject: g.reject}
+	g.mu.Lock()
+	o := connlimit.Options{Group: g.group, Reject: g.reject}
+	g.mu.Unlock()
 	if g.series != nil {
 		o.OnReject = func(_ net.Addr, r connlimit.Reason) { g.series.Rejected(r.String()) }
 	}
-	cl := connlimit.NewListener(l, o)
-	g.mu.Lock()
-	g.lns = append(g.lns, cl)
-	g.mu.Unlock()
-	return cl
+	return connlimit.NewListener(l, o)
 }
 
 // watch puts w under the sweeper until unwatch.

@@ -20,6 +20,11 @@ func beanstalkReject(c net.Conn, _ connlimit.Reason) {
 // SetLimits puts new connection limits in force; open connections stay.
 func (s *BeanstalkServer) SetLimits(l Limits) { s.guard.set(l) }
 
+// ShareConnections makes the server count its connections in group,
+// shared with other servers, so that MaxConns and MaxConnsPerIP cap them
+// all together. Call it before Serve.
+func (s *BeanstalkServer) ShareConnections(group *connlimit.Group) { s.guard.share(group) }
+
 // startWatch puts the connection under the timeouts.
 func (c *beanstalkConn) startWatch(sess *engine.Session) {
 	c.srv.guard.watch(&c.watch, sess.Busy, func(connlimit.Reason) { c.nc.Close() })

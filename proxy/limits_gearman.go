@@ -17,6 +17,11 @@ func gearmanReject(c net.Conn, r connlimit.Reason) {
 // SetLimits puts new connection limits in force; open connections stay.
 func (s *GearmanServer) SetLimits(l Limits) { s.guard.set(l) }
 
+// ShareConnections makes the server count its connections in group,
+// shared with other servers, so that MaxConns and MaxConnsPerIP cap them
+// all together. Call it before Serve.
+func (s *GearmanServer) ShareConnections(group *connlimit.Group) { s.guard.share(group) }
+
 // maxOutput is the output a connection may queue before it is cut off as a
 // slow reader.
 func (s *GearmanServer) maxOutput() int {

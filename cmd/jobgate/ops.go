@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/proxy/admin"
+	"github.com/jobgate/jobgate/proxy/connlimit"
 )
 
 // operator runs what an operator asks of a running process: reload the
@@ -34,11 +35,25 @@ func newOperator(args []string, cfg *config.Config, level *slog.LevelVar, log *s
 	return &operator{args: args, cfg: cfg, level: level, log: log}
 }
 
-// setServices gives the operator the services to reload and drain.
+// connSharer is a server whose connections count against limits shared
+// with other servers.
+type connSharer interface {
+	ShareConnections(*connlimit.Group)
+}
+
+// setServices gives the operator the services to reload and drain, and
+// makes their connections count together against limits.max_connections
+// and max_connections_per_ip (reloads change the shared caps).
 func (o *operator) setServices(s []service) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.services = s
+	group := connlimit.NewGroup(o.cfg.Limits.MaxConnections, o.cfg.Limits.MaxConnectionsPerIP)
+	for _, svc := range s {
+		if cs, ok := svc.srv.(connSharer); ok {
+			cs.ShareConnections(group)
+		}
+	}
 }
 
 // shutdownTimeout is shutdown_timeout of the configuration in force.
