@@ -9,6 +9,7 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 )
 
@@ -143,4 +144,34 @@ func TestGearmanRoutesReady(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "g1") {
 		t.Fatalf("with the breaker open: %v, want g1 named", err)
 	}
+}
+
+// TestGearmanGatewayIdleTimeout: through a gateway, past idle_timeout of
+// the fake clock an idle client is closed, while a worker of an upstream
+// function and a client awaiting its foreground job stay, and the job
+// still completes.
+func TestGearmanGatewayIdleTimeout(t *testing.T) {
+	up := []string{testutil.StartGearmand(t)}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	addr, _ := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{HandlePrefix: "H:jobgate", Clock: clk},
+		func(c *GearmanConfig) { c.ConnLimits = Limits{IdleTimeout: 10 * time.Second} })
+	idle := glDial(t, addr)
+	idle.send(t, codec.EchoReq, "x")
+	idle.expect(t, codec.EchoRes, "idle")
+	worker := glDial(t, addr)
+	worker.send(t, codec.CanDo, "moved.f")
+	worker.send(t, codec.EchoReq, "sync")
+	worker.expect(t, codec.EchoRes, "worker")
+	client := glDial(t, addr)
+	client.send(t, codec.SubmitJob, "moved.f", "", "data")
+	client.expect(t, codec.JobCreated, "foreground submit")
+
+	for i := 0; i < 8; i++ { // 16s in sweeps of 2.5s
+		clk.Advance(2 * time.Second)
+	}
+	idle.waitClosed(t, "idle client")
+	worker.send(t, codec.GrabJob)
+	job := worker.expect(t, codec.JobAssign, "grab after the idle period")
+	worker.send(t, codec.WorkComplete, string(job.Args[0]), "done")
+	client.expect(t, codec.WorkComplete, "the waiting client")
 }

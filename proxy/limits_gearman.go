@@ -43,14 +43,16 @@ func (c *gearmanConn) startWatch() {
 	c.srv.guard.watch(&c.watch, c.busy, func(connlimit.Reason) { c.close() })
 }
 
-// busy reports whether the connection has work in hand. A gateway
-// session's upstream requests are not visible here, so a gateway
-// connection always counts as busy: the idle timeout does not apply to it.
+// busy reports whether the connection has work in hand (engine or
+// gateway session).
 func (c *gearmanConn) busy() bool {
-	if c.engine == nil {
-		return true
+	if c.engine != nil {
+		return c.engine.Busy()
 	}
-	return c.engine.Busy()
+	if gs, ok := c.sess.(*gwSession); ok {
+		return gs.busy()
+	}
+	return true
 }
 
 // limitPacket answers, in place of the session, a request that a limit or
