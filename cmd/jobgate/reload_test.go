@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/beanstalkd/go-beanstalk"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/internal/testutil"
 )
 
 // reloadYAML is a config file with max_reserved_per_conn n.
@@ -137,5 +140,47 @@ func TestReloadLogLevelAndRestartFields(t *testing.T) {
 	}
 	if level.Level() != slog.LevelDebug {
 		t.Errorf("level %v after a refused reload, want debug still", level.Level())
+	}
+}
+
+// gatewayYAML routes functions starting "moved." to target, one of the
+// gearmand servers g1 and g2.
+func gatewayYAML(g1, g2, target string) string {
+	return "beanstalk:\n  listen: \"\"\ngearman:\n  listen: \"127.0.0.1:0\"\nadmin:\n  listen: \"127.0.0.1:0\"\ndata:\n  dir: \"\"\n" +
+		"backends:\n  - {name: g1, id: 1, type: gearman, address: \"" + g1 + "\"}\n  - {name: g2, id: 2, type: gearman, address: \"" + g2 + "\"}\n" +
+		"routes:\n  gearman:\n    - {prefix: \"moved.\", backend: " + target + "}\n  gearman_default: local\n"
+}
+
+// TestReloadGearmanRoutes runs the binary as a gateway in front of two
+// gearmand servers and moves a route with SIGHUP: the connection open
+// across the reload submits to the new backend afterwards.
+func TestReloadGearmanRoutes(t *testing.T) {
+	g1, g2 := testutil.StartGearmand(t), testutil.StartGearmand(t)
+	path := writeFile(t, "gw.yaml", gatewayYAML(g1, g2, "g1"))
+	p := startJobgate(t, 2, "-config", path)
+	c := gmDial(t, p.addrs["gearman"])
+	if pk := c.ask(t, codec.SubmitJobBg, "moved.a", "", "x"); pk.Type != codec.JobCreated || !strings.HasPrefix(string(pk.Handle()), "@1:") {
+		t.Fatalf("before the reload: %v %q", pk.Type, pk.Args)
+	}
+	if err := os.WriteFile(path, []byte(gatewayYAML(g1, g2, "g2")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // SIGHUP is handled asynchronously
+		pk := c.ask(t, codec.SubmitJobBg, "moved.a", "", "y")
+		if pk.Type != codec.JobCreated {
+			t.Fatalf("submit during the reload: %v %q", pk.Type, pk.Args)
+		}
+		if strings.HasPrefix(string(pk.Handle()), "@2:") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still routed to %q after SIGHUP", pk.Handle())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := getAdmin(t, p.addrs["admin"], "/readyz?verbose"); code != http.StatusOK {
+		t.Errorf("/readyz after the reload: %d %q", code, body)
 	}
 }
