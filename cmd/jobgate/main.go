@@ -283,11 +283,9 @@ wait:
 			code = 1
 		}
 	}
-	for _, flush := range flushers {
-		if err := flush(ctx); err != nil {
-			log.Error("flush", "err", err)
-			code = 1
-		}
+	if err := op.flush(ctx); err != nil {
+		log.Error("flush on exit", "err", err)
+		code = 1
 	}
 	return code
 }
