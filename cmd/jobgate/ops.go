@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -219,6 +220,10 @@ func (o *operator) flush(ctx context.Context) error {
 
 // limitsFrom turns the limits section into the servers' own.
 func limitsFrom(l config.Limits) proxy.Limits {
+	buf := l.WriteBufferLimit.Int()
+	if buf == 0 {
+		buf = math.MaxInt // the config's 0 is "no limit", proxy's "its default"
+	}
 	return proxy.Limits{
 		MaxConns:           l.MaxConnections,
 		MaxConnsPerIP:      l.MaxConnectionsPerIP,
@@ -226,7 +231,7 @@ func limitsFrom(l config.Limits) proxy.Limits {
 		ReadTimeout:        l.ReadTimeout,
 		WriteTimeout:       l.WriteTimeout,
 		MaxReservedPerConn: l.MaxReservedPerConn,
-		WriteBufferLimit:   l.WriteBufferLimit.Int(),
+		WriteBufferLimit:   buf,
 	}
 }
 
