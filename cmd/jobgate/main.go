@@ -211,6 +211,16 @@ func buildServices(cfg *config.Config, log *slog.Logger, op *operator) ([]servic
 // and on SIGINT/SIGTERM drains (ops.go) and shuts them down; when one fails
 // it shuts down at once. A second signal exits at once.
 func serve(services []service, bound *admin.Flag, op *operator, log *slog.Logger) int {
+	// Catch the signals before the listeners are announced: a SIGHUP or
+	// SIGTERM sent as soon as they are must not find the default action
+	// (exit) still in place.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	listeners := make([]net.Listener, len(services))
 	for i, s := range services {
 		l, err := net.Listen("tcp", s.addr)
@@ -235,12 +245,6 @@ func serve(services []service, bound *admin.Flag, op *operator, log *slog.Logger
 		}()
 	}
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(signals)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	code := 0
 	drain := false
 wait:
