@@ -68,8 +68,9 @@ type Config struct {
 	// Routes map Gearman function names and Beanstalk tube names to a pool
 	// or backend.
 	Routes Routes `yaml:"routes"`
-	// ShutdownTimeout (shutdown_timeout) is how long a graceful shutdown
-	// waits for connections to finish before closing them. Default 10s.
+	// ShutdownTimeout (shutdown_timeout) is how long a drain (SIGTERM,
+	// SIGINT) waits for the jobs in hand to finish before closing the
+	// connections. Default 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
 	// src records where each field came from; nil for a Config built in
@@ -170,21 +171,23 @@ type Data struct {
 // limit unless said otherwise.
 type Limits struct {
 	// MaxConnections (limits.max_connections) caps concurrent client
-	// connections; 0 means no limit. Default 10000.
+	// connections, on all listeners together; 0 means no limit. Default
+	// 10000.
 	MaxConnections int `yaml:"max_connections"`
 	// MaxConnectionsPerIP (limits.max_connections_per_ip) caps concurrent
 	// connections from one source address; 0 (the default) means no limit.
 	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
-	// IdleTimeout (limits.idle_timeout) closes a connection with no
-	// request in flight for this long; 0 (the default) means never. A
-	// worker blocked in reserve or GRAB_JOB/PRE_SLEEP is not idle.
+	// IdleTimeout (limits.idle_timeout) closes a connection that sent no
+	// request for this long and has nothing pending; 0 (the default) means
+	// never. A worker blocked in reserve or asleep after PRE_SLEEP, or
+	// holding a job, and a client awaiting a foreground job are not idle.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ReadTimeout (limits.read_timeout) closes a connection that takes
 	// longer than this to send the rest of a started request; 0 (the
 	// default) means no limit.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// WriteTimeout (limits.write_timeout) closes a connection whose writes
-	// block for longer than this; 0 means no limit. Default 30s.
+	// WriteTimeout (limits.write_timeout) closes a connection whose output
+	// makes no progress for this long; 0 means no limit. Default 30s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// MaxReservedPerConn (limits.max_reserved_per_conn) caps the jobs one
 	// connection may hold reserved (Beanstalk) or assigned (Gearman); 0

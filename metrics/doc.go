@@ -34,11 +34,11 @@
 //	jobgate_connections_accepted_total{protocol}               counter
 //	jobgate_connections_rejected_total{protocol,reason}        counter: refused at accept
 //	jobgate_connections_cut_total{protocol,reason}             counter: closed by a limit after accept
-//	jobgate_journal_fsync_seconds                              histogram, observed by the journal's hook
-//	jobgate_journal_bytes, jobgate_journal_segments            gauges, at scrape time from journal Stats
+//	jobgate_journal_fsync_seconds{protocol}                    histogram, observed by the journal's hook
+//	jobgate_journal_bytes, jobgate_journal_segments{protocol}  gauges, at scrape time from journal Stats
 //	jobgate_journal_fsyncs_total, jobgate_journal_appends_total,
-//	jobgate_journal_compactions_total                          counters, at scrape time
-//	jobgate_journal_last_fsync_seconds, jobgate_journal_failed gauges, at scrape time
+//	jobgate_journal_compactions_total{protocol}                counters, at scrape time
+//	jobgate_journal_last_fsync_seconds, jobgate_journal_failed gauges, at scrape time (protocol label)
 //	jobgate_tracing_spans_dropped_total                        counter, at scrape time from the tracer
 //	jobgate_tracing_spans_export_failed_total                  counter, at scrape time from the tracer
 //

@@ -87,7 +87,7 @@ type Metrics struct {
 	names      [numProtocols]*Limiter[*JobSeries]
 	conns      [numProtocols]*ConnSeries
 	backendVec backendVecs
-	fsync      prometheus.Histogram
+	fsync      [numProtocols]prometheus.Observer
 
 	mu       sync.Mutex
 	backends map[string]*BackendSeries
@@ -137,12 +137,15 @@ func New(opts Options) *Metrics {
 	limit.Set(float64(m.names[0].Max()))
 	reg.MustRegister(limit)
 	m.conns = newConnSeries(reg)
-	m.fsync = prometheus.NewHistogram(prometheus.HistogramOpts{
+	fsync := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "jobgate_journal_fsync_seconds",
-		Help:    "Time taken by each fsync of the journal.",
+		Help:    "Time taken by each fsync of the protocol engine's journal.",
 		Buckets: FsyncBuckets,
-	})
-	reg.MustRegister(m.fsync)
+	}, []string{"protocol"})
+	reg.MustRegister(fsync)
+	for p := range numProtocols {
+		m.fsync[p] = fsync.WithLabelValues(p.String())
+	}
 	m.queues = &queueCollector{m: m}
 	reg.MustRegister(m.queues)
 	m.scrape = &scrapeCollector{}
@@ -193,8 +196,10 @@ func (m *Metrics) NameLabel(p Protocol, name string) string {
 // Conns returns the connection series of protocol p.
 func (m *Metrics) Conns(p Protocol) *ConnSeries { return m.conns[p.index()] }
 
-// ObserveFsync records one journal fsync. It is meant for a per-fsync hook
-// in the journal; jobserver/journal.Stats only keeps the latest latency,
-// which the scrape-time collector exports as
-// jobgate_journal_last_fsync_seconds.
-func (m *Metrics) ObserveFsync(d time.Duration) { m.fsync.Observe(d.Seconds()) }
+// ObserveFsync records one fsync of protocol p's journal. It is meant for
+// the journal's per-fsync hook (journal.Options.OnSync);
+// jobserver/journal.Stats only keeps the latest latency, which the
+// scrape-time collector exports as jobgate_journal_last_fsync_seconds.
+func (m *Metrics) ObserveFsync(p Protocol, d time.Duration) {
+	m.fsync[p.index()].Observe(d.Seconds())
+}

@@ -47,7 +47,8 @@ func baseSamples(maxNames int) map[string]float64 {
 		`jobgate_names_tracked{protocol="beanstalk"}`: 0,
 		`jobgate_names_limit`:                         float64(maxNames),
 	}
-	hist(want, "jobgate_journal_fsync_seconds", nil, FsyncBuckets)
+	hist(want, "jobgate_journal_fsync_seconds", []string{"protocol=gearman"}, FsyncBuckets)
+	hist(want, "jobgate_journal_fsync_seconds", []string{"protocol=beanstalk"}, FsyncBuckets)
 	connSamples(want, nil)
 	return want
 }
@@ -104,8 +105,8 @@ func TestScrapeScripted(t *testing.T) {
 	c.Cut("no such reason")
 	m.Conns(Gearman).Rejected(ReasonMaxConnections)
 
-	m.ObserveFsync(2 * time.Millisecond)
-	m.SetJournal(fakeJournal{journal.Stats{Segments: 2, Bytes: 4096, Appends: 10, Syncs: 4,
+	m.ObserveFsync(Beanstalk, 2*time.Millisecond)
+	m.SetJournal(Beanstalk, fakeJournal{journal.Stats{Segments: 2, Bytes: 4096, Appends: 10, Syncs: 4,
 		LastSyncLatency: 3 * time.Millisecond, Compactions: 1, Err: errors.New("disk full")}})
 	m.SetTracer(fakeTracer{dropped: 7, failed: 2})
 	m.AddQueueSource(Beanstalk, QueueSourceFunc(func(emit func(string, QueueState, int)) {
@@ -154,15 +155,15 @@ func TestScrapeScripted(t *testing.T) {
 		`jobgate_connections_rejected_total{protocol="gearman",reason="max_connections"}`:           1,
 		`jobgate_connections_cut_total{protocol="beanstalk",reason="slow_reader"}`:                  1,
 		`jobgate_connections_cut_total{protocol="beanstalk",reason="other"}`:                        1,
-		`jobgate_journal_bytes`:                     4096,
-		`jobgate_journal_segments`:                  2,
-		`jobgate_journal_appends_total`:             10,
-		`jobgate_journal_fsyncs_total`:              4,
-		`jobgate_journal_compactions_total`:         1,
-		`jobgate_journal_last_fsync_seconds`:        0.003,
-		`jobgate_journal_failed`:                    1,
-		`jobgate_tracing_spans_dropped_total`:       7,
-		`jobgate_tracing_spans_export_failed_total`: 2,
+		`jobgate_journal_bytes{protocol="beanstalk"}`:                                               4096,
+		`jobgate_journal_segments{protocol="beanstalk"}`:                                            2,
+		`jobgate_journal_appends_total{protocol="beanstalk"}`:                                       10,
+		`jobgate_journal_fsyncs_total{protocol="beanstalk"}`:                                        4,
+		`jobgate_journal_compactions_total{protocol="beanstalk"}`:                                   1,
+		`jobgate_journal_last_fsync_seconds{protocol="beanstalk"}`:                                  0.003,
+		`jobgate_journal_failed{protocol="beanstalk"}`:                                              1,
+		`jobgate_tracing_spans_dropped_total`:                                                       7,
+		`jobgate_tracing_spans_export_failed_total`:                                                 2,
 	} {
 		want[k] = v
 	}
@@ -175,7 +176,7 @@ func TestScrapeScripted(t *testing.T) {
 	}
 	hist(want, "jobgate_upstream_latency_seconds", []string{"backend=gm1"}, LatencyBuckets, 0.25)
 	hist(want, "jobgate_upstream_latency_seconds", []string{"backend=local"}, LatencyBuckets)
-	hist(want, "jobgate_journal_fsync_seconds", nil, FsyncBuckets, 0.002)
+	hist(want, "jobgate_journal_fsync_seconds", []string{"protocol=beanstalk"}, FsyncBuckets, 0.002)
 
 	// The first scrape admits "replayed", whose job series the registry may
 	// or may not have gathered already (collectors run concurrently); from

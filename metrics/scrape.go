@@ -23,12 +23,13 @@ type SpanCounter interface {
 	ExportFailed() uint64
 }
 
-// SetJournal makes each scrape read j.Stats() for the journal series; nil
-// removes them (persistence off).
-func (m *Metrics) SetJournal(j JournalStatser) {
+// SetJournal makes each scrape read j.Stats() for protocol p's journal
+// series (each engine has its own journal); nil removes them (persistence
+// off).
+func (m *Metrics) SetJournal(p Protocol, j JournalStatser) {
 	m.scrape.mu.Lock()
 	defer m.scrape.mu.Unlock()
-	m.scrape.journal = j
+	m.scrape.journals[p.index()] = j
 }
 
 // SetTracer makes each scrape read t for the tracing series; nil removes
@@ -42,21 +43,26 @@ func (m *Metrics) SetTracer(t SpanCounter) {
 // scrapeCollector reads counters other packages already keep, so they cost
 // nothing between scrapes.
 type scrapeCollector struct {
-	mu      sync.Mutex // guards journal and tracer
-	journal JournalStatser
-	tracer  SpanCounter
+	mu       sync.Mutex // guards journals and tracer
+	journals [numProtocols]JournalStatser
+	tracer   SpanCounter
 }
 
 func desc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 
+// journalDesc is a journal series, one per protocol engine.
+func journalDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, []string{"protocol"}, nil)
+}
+
 var (
-	journalBytesDesc       = desc("jobgate_journal_bytes", "Size of the journal's segment files, counting records queued for writing.")
-	journalSegmentsDesc    = desc("jobgate_journal_segments", "Number of journal segment files.")
-	journalFsyncsDesc      = desc("jobgate_journal_fsyncs_total", "Fsyncs of journal segment files.")
-	journalAppendsDesc     = desc("jobgate_journal_appends_total", "Records appended to the journal, including those compaction rewrote.")
-	journalCompactionsDesc = desc("jobgate_journal_compactions_total", "Completed journal compactions.")
-	journalLastFsyncDesc   = desc("jobgate_journal_last_fsync_seconds", "Duration of the latest journal fsync.")
-	journalFailedDesc      = desc("jobgate_journal_failed", "1 when the journal has failed and refuses writes, else 0.")
+	journalBytesDesc       = journalDesc("jobgate_journal_bytes", "Size of the journal's segment files, counting records queued for writing.")
+	journalSegmentsDesc    = journalDesc("jobgate_journal_segments", "Number of journal segment files.")
+	journalFsyncsDesc      = journalDesc("jobgate_journal_fsyncs_total", "Fsyncs of journal segment files.")
+	journalAppendsDesc     = journalDesc("jobgate_journal_appends_total", "Records appended to the journal, including those compaction rewrote.")
+	journalCompactionsDesc = journalDesc("jobgate_journal_compactions_total", "Completed journal compactions.")
+	journalLastFsyncDesc   = journalDesc("jobgate_journal_last_fsync_seconds", "Duration of the latest journal fsync.")
+	journalFailedDesc      = journalDesc("jobgate_journal_failed", "1 when the journal has failed and refuses writes, else 0.")
 	spansDroppedDesc       = desc("jobgate_tracing_spans_dropped_total", "Finished spans discarded because the export queue was full.")
 	spansFailedDesc        = desc("jobgate_tracing_spans_export_failed_total", "Spans lost because their export failed.")
 )
@@ -71,24 +77,28 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	j, t := c.journal, c.tracer
+	journals, t := c.journals, c.tracer
 	c.mu.Unlock()
-	metric := func(d *prometheus.Desc, typ prometheus.ValueType, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, typ, v)
+	metric := func(d *prometheus.Desc, typ prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, typ, v, labels...)
 	}
-	if j != nil {
+	for p, j := range journals {
+		if j == nil {
+			continue
+		}
 		s := j.Stats()
 		failed := 0.0
 		if s.Err != nil {
 			failed = 1
 		}
-		metric(journalBytesDesc, prometheus.GaugeValue, float64(s.Bytes))
-		metric(journalSegmentsDesc, prometheus.GaugeValue, float64(s.Segments))
-		metric(journalFsyncsDesc, prometheus.CounterValue, float64(s.Syncs))
-		metric(journalAppendsDesc, prometheus.CounterValue, float64(s.Appends))
-		metric(journalCompactionsDesc, prometheus.CounterValue, float64(s.Compactions))
-		metric(journalLastFsyncDesc, prometheus.GaugeValue, s.LastSyncLatency.Seconds())
-		metric(journalFailedDesc, prometheus.GaugeValue, failed)
+		proto := Protocol(p).String()
+		metric(journalBytesDesc, prometheus.GaugeValue, float64(s.Bytes), proto)
+		metric(journalSegmentsDesc, prometheus.GaugeValue, float64(s.Segments), proto)
+		metric(journalFsyncsDesc, prometheus.CounterValue, float64(s.Syncs), proto)
+		metric(journalAppendsDesc, prometheus.CounterValue, float64(s.Appends), proto)
+		metric(journalCompactionsDesc, prometheus.CounterValue, float64(s.Compactions), proto)
+		metric(journalLastFsyncDesc, prometheus.GaugeValue, s.LastSyncLatency.Seconds(), proto)
+		metric(journalFailedDesc, prometheus.GaugeValue, failed, proto)
 	}
 	if t != nil {
 		metric(spansDroppedDesc, prometheus.CounterValue, float64(t.Dropped()))

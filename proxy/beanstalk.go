@@ -16,6 +16,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/auth"
 )
@@ -47,6 +48,10 @@ type BeanstalkConfig struct {
 	// MaxBadTokens is how many unknown tokens a connection may send
 	// before it is closed; 0 means DefaultMaxBadTokens.
 	MaxBadTokens int
+	// ConnLimits protect the server from its clients (limits.go).
+	ConnLimits Limits
+	// Clock drives the idle, read and write timeouts. Default the real one.
+	Clock clock.Clock
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -60,6 +65,7 @@ type BeanstalkServer struct {
 	log        *slog.Logger
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
+	guard      *connGuard          // limits.go
 	mu         sync.Mutex          // guards the fields below
 	addr       net.Addr
 	lns        map[net.Listener]struct{}
@@ -101,6 +107,7 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
+	s.guard = newConnGuard(cfg.Clock, s.log, s.connSeries, cfg.ConnLimits, beanstalkReject)
 	return s, nil
 }
 
@@ -123,6 +130,7 @@ func (s *BeanstalkServer) Serve(l net.Listener) error {
 		l.Close()
 		return nil
 	}
+	l = s.guard.wrap(l)
 	s.lns[l] = struct{}{}
 	s.addr = l.Addr()
 	s.mu.Unlock()
@@ -138,7 +146,8 @@ func (s *BeanstalkServer) Serve(l net.Listener) error {
 		nc, err := l.Accept()
 		if err != nil {
 			s.mu.Lock()
-			down := s.shutdown
+			_, open := s.lns[l]
+			down := s.shutdown || !open // Shutdown, or Drain closed it
 			s.mu.Unlock()
 			if down {
 				return nil
@@ -174,6 +183,7 @@ func (s *BeanstalkServer) Shutdown(ctx context.Context) error {
 		close(s.quit)
 	}
 	s.shutdown = true
+	s.guard.stop()
 	for l := range s.lns {
 		l.Close()
 	}
@@ -206,7 +216,7 @@ func (s *BeanstalkServer) newConn(nc net.Conn) *beanstalkConn {
 		return nil
 	}
 	c := &beanstalkConn{srv: s, nc: nc, wake: make(chan struct{}, 1)}
-	c.in = beanstalkInput{nc: nc}
+	c.in = beanstalkInput{nc: nc, watch: &c.watch}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	if s.connSeries != nil {
@@ -229,10 +239,11 @@ func (s *BeanstalkServer) dropConn(c *beanstalkConn) {
 // goroutine, except that the engine's notify callback touches nc's read
 // deadline and sends on wake.
 type beanstalkConn struct {
-	srv  *BeanstalkServer
-	nc   net.Conn
-	in   beanstalkInput
-	wake chan struct{} // one token per answered pending reserve
+	srv   *BeanstalkServer
+	nc    net.Conn
+	in    beanstalkInput
+	wake  chan struct{} // one token per answered pending reserve
+	watch connWatch     // for the timeouts (limits.go)
 
 	auth *beanstalkAuth // nil until a command arrives while auth is on
 }
@@ -252,6 +263,8 @@ type beanstalkInput struct {
 	wr       *wire.Writer
 	ahead    []byte // read ahead, not yet handed to the codec
 	aheadBuf []byte // ahead's buffer, kept for the next wait
+	rd       *wire.Reader
+	watch    *connWatch
 }
 
 // Read hands over read-ahead bytes first, then flushes pending replies and
@@ -267,6 +280,8 @@ func (in *beanstalkInput) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	// A request begun and not finished is under the read timeout.
+	in.watch.setFlag(watchPartial, in.rd.Buffered() > 0)
 	return in.nc.Read(p)
 }
 
@@ -292,14 +307,17 @@ func (c *beanstalkConn) notify() {
 func (c *beanstalkConn) serve() {
 	defer c.srv.dropConn(c)
 	defer c.nc.Close()
-	if tc, ok := c.nc.(*net.TCPConn); ok {
+	if tc, ok := unwrapConn(c.nc).(*net.TCPConn); ok {
 		tc.SetNoDelay(true) // replies are flushed deliberately; never delay them
 	}
 	sess := c.srv.eng.NewSession(c.notify)
 	defer sess.Close()
-	wr := wire.NewWriter(c.nc)
+	c.startWatch(sess)
+	defer c.srv.guard.unwatch(&c.watch)
+	wr := wire.NewWriter(beanstalkOut{c})
 	c.in.wr = wr
 	rd := wire.NewReader(&c.in, c.srv.limits)
+	c.in.rd = rd
 	var r wire.Reply
 	m := c.srv.metrics
 	for {
@@ -307,6 +325,7 @@ func (c *beanstalkConn) serve() {
 		var verb wire.Verb // 0 ("unknown") for a line the codec refused
 		if err == nil {
 			verb = cmd.Verb
+			c.watch.frames.Add(1)
 		}
 		if err != nil {
 			var ce *wire.ClientError
@@ -324,6 +343,8 @@ func (c *beanstalkConn) serve() {
 			}
 		} else if (c.auth != nil || c.srv.auth.Load() != nil) && c.authorize(c.srv.auth.Load(), sess, cmd, &r) {
 			// answered by auth: a token or a denial
+		} else if c.overReserved(sess, verb) {
+			r = wire.Reply{Kind: wire.DeadlineSoon}
 		} else if !sess.Exec(cmd, &r) {
 			if wr.Flush() != nil || !c.await(sess, &r) {
 				return

@@ -10,6 +10,7 @@ import (
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/proxy/connlimit"
 )
 
 // gearmanConn is one Gearman connection. On Linux a TCP connection is
@@ -73,7 +74,8 @@ type gearmanConn struct {
 	closed   bool          // closed by the loop
 	closeReq atomic.Bool   // any goroutine: the loop should close it
 
-	auth *connAuth // nil until a request arrives while auth is on (gearman_auth.go)
+	auth  *connAuth // nil until a request arrives while auth is on (gearman_auth.go)
+	watch connWatch // for the timeouts (limits.go)
 }
 
 // newGearmanConn sets up a connection, served by loop when it is not nil
@@ -90,7 +92,7 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 	} else if a := nc.RemoteAddr(); a != nil {
 		info.Host = a.String()
 	}
-	if tc, ok := nc.(*net.TCPConn); ok {
+	if tc, ok := unwrapConn(nc).(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 		if loop != nil && loop.adopt(c) {
 			info.FD = c.fd
@@ -120,10 +122,14 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 // would be moved to the heap, an allocation per packet on the plain
 // server's fast path. The gateway path pays for a copy instead.
 func (c *gearmanConn) handlePacket(p *codec.Packet) error {
+	c.watch.frames.Add(1)
 	if c.authOn() {
 		if done, err := c.authorizePacket(p); done {
 			return err
 		}
+	}
+	if c.limitPacket(p.Type) {
+		return nil
 	}
 	if c.engine != nil {
 		return c.engine.Handle(p)
@@ -171,7 +177,7 @@ func (c *gearmanConn) WriteText(b []byte) {
 // queued finishes an append made under c.mu: it unlocks, closes a slow
 // consumer, and wakes the writer unless the read loop will flush anyway.
 func (c *gearmanConn) queued(wasEmpty bool) {
-	over := len(c.out) > c.srv.cfg.MaxOutput && !c.dead
+	over := len(c.out) > c.srv.maxOutput() && !c.dead
 	if over {
 		c.dead = true
 		c.out = c.out[:0]
@@ -180,6 +186,7 @@ func (c *gearmanConn) queued(wasEmpty bool) {
 	if c.loop != nil {
 		// The loop writes after its batch, whoever queued the bytes.
 		if over {
+			c.srv.countCut(connlimit.ReasonSlowReader)
 			c.closeReq.Store(true)
 		}
 		if wasEmpty || over {
@@ -188,6 +195,7 @@ func (c *gearmanConn) queued(wasEmpty bool) {
 		return
 	}
 	if over {
+		c.srv.countCut(connlimit.ReasonSlowReader)
 		c.nc.Close()
 		return
 	}
@@ -296,7 +304,10 @@ func (c *gearmanConn) flushLocked(foreign bool) error {
 			return nil
 		}
 	} else {
+		c.watch.setFlag(watchWriting, true)
 		n, err = c.nc.Write(buf)
+		c.watch.setFlag(watchWriting, false)
+		c.watch.wrote.Add(1)
 	}
 	if cap(buf) <= 1<<20 { // keep ordinary buffers, drop huge ones
 		c.mu.Lock()
@@ -340,6 +351,7 @@ func (c *gearmanConn) readLoop() {
 	defer c.srv.flushDirty() // what closing the session sent others
 	defer c.sess.Close()
 	r := codec.NewReader(inputReader{c}, c.srv.cfg.Limits)
+	c.rd = r // for inputReader's read timeout check
 	for {
 		f, err := r.ReadFrame()
 		if err != nil {
@@ -389,6 +401,7 @@ func (r inputReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	c.srv.flushDirty()
+	c.watch.setFlag(watchPartial, c.rd.Buffered() > 0)
 	n, err := c.nc.Read(p)
 	c.handling.Store(true)
 	return n, err

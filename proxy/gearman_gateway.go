@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -81,17 +82,43 @@ type GearmanGateway struct {
 	// and stopped with the server. Health checkers of backends built by
 	// hand are the caller's to start and stop.
 	health []*routing.Health
+	// built are the backends NewGearmanGatewayFromConfig made, by name,
+	// with their configuration: a reload keeps those whose configuration
+	// did not change (gearman_gateway_reload.go).
+	built map[string]builtBackend
 }
 
 // gearmanGateway is a GearmanGateway serving one GearmanServer.
 type gearmanGateway struct {
-	srv    *GearmanServer
+	srv *GearmanServer
+	cur atomic.Pointer[gwRouting] // swapped whole by a reload (gearman_gateway_reload.go)
+}
+
+// gwRouting is the routing of one configuration; immutable.
+type gwRouting struct {
 	cfg    GearmanGateway
 	routed []*routing.Backend // every backend some rule or the default reaches, local first
 	local  bool               // the local backend is routed to
 }
 
+// rt returns the routing in force; a request reads it once.
+func (gw *gearmanGateway) rt() *gwRouting { return gw.cur.Load() }
+
 func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, error) {
+	rt, err := newGwRouting(g)
+	if err != nil {
+		return nil, err
+	}
+	gw := &gearmanGateway{srv: s}
+	gw.cur.Store(rt)
+	for _, h := range rt.cfg.health {
+		h.Start()
+	}
+	return gw, nil
+}
+
+// newGwRouting checks g and finds the backends it routes to.
+func newGwRouting(g *GearmanGateway) (*gwRouting, error) {
 	if g.Rules == nil || g.Handles == nil {
 		return nil, errors.New("gearman gateway: Rules and Handles are required")
 	}
@@ -102,7 +129,7 @@ func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, er
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
-	gw := &gearmanGateway{srv: s, cfg: cfg}
+	gw := &gwRouting{cfg: cfg}
 	if gw.localBackend() == nil {
 		return nil, errors.New("gearman gateway: the handle map lacks the local backend (id 0)")
 	}
@@ -135,9 +162,6 @@ func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, er
 			return nil, fmt.Errorf("gearman gateway: backend %q (id %d) is not in the handle map", b.Name, b.ID)
 		}
 	}
-	for _, h := range cfg.health {
-		h.Start()
-	}
 	return gw, nil
 }
 
@@ -148,7 +172,7 @@ func appendHandle(dst []byte, m *routing.HandleMap, b *routing.Backend) []byte {
 }
 
 func (gw *gearmanGateway) stop() {
-	for _, h := range gw.cfg.health {
+	for _, h := range gw.rt().cfg.health {
 		h.Stop()
 	}
 }
@@ -171,15 +195,30 @@ func (gw *gearmanGateway) stop() {
 //	...
 //	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{Engine: ..., Gateway: gw, Metrics: m})
 func NewGearmanGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*GearmanGateway, error) {
+	return buildGearmanGateway(c, m, nil)
+}
+
+// buildGearmanGateway is NewGearmanGatewayFromConfig reusing the backends
+// of prev whose configuration is unchanged.
+func buildGearmanGateway(c *config.Config, m *metrics.Metrics, prev map[string]builtBackend) (*GearmanGateway, error) {
 	limits := codec.Limits{MaxPacketSize: int(c.Gearman.MaxPacketSize)}
 	byName := map[string]*routing.Backend{}
+	built := map[string]builtBackend{}
 	var all []*routing.Backend
 	var health []*routing.Health
 	for _, cb := range c.AllBackends() {
+		if b := reuseBackend(prev, cb); b != nil {
+			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
+			all = append(all, b)
+			if b.Health != nil {
+				health = append(health, b.Health)
+			}
+			continue
+		}
 		switch {
 		case cb.Name == config.LocalName:
 			b := &routing.Backend{ID: routing.LocalID, Name: config.LocalName}
-			byName[cb.Name] = b
+			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
 			all = append(all, b)
 		case cb.Type == config.TypeGearman:
 			ucfg := upstream.GearmanConfig{
@@ -223,7 +262,7 @@ func NewGearmanGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*Gearman
 				}
 				health = append(health, b.Health)
 			}
-			byName[cb.Name] = b
+			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
 			all = append(all, b)
 		}
 	}
@@ -285,10 +324,10 @@ func NewGearmanGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*Gearman
 	if err != nil {
 		return nil, err
 	}
-	return &GearmanGateway{Rules: rt, Handles: hm, health: health}, nil
+	return &GearmanGateway{Rules: rt, Handles: hm, health: health, built: built}, nil
 }
 
 // openTimeout is the context for dialling one backend session.
 func (gw *gearmanGateway) openTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), gw.cfg.DialTimeout)
+	return context.WithTimeout(context.Background(), gw.rt().cfg.DialTimeout)
 }

@@ -31,7 +31,8 @@ func (s *gwSession) HandleText(line []byte) error {
 	r := &gwReply{}
 	s.push(r)
 	var local []byte
-	if !merged || s.gw.local {
+	rt := s.gw.rt()
+	if !merged || rt.local {
 		s.local.sendMu.Lock()
 		out, err := s.local.local.Text(line)
 		s.local.sendMu.Unlock()
@@ -40,26 +41,26 @@ func (s *gwSession) HandleText(line []byte) error {
 		}
 		local = out
 	}
-	if !merged || len(s.gw.routed) == 0 {
+	if !merged || len(rt.routed) == 0 {
 		s.mu.Lock()
 		r.out, r.done = local, true
 		s.flushFIFOLocked()
 		s.mu.Unlock()
 		return nil
 	}
-	go s.mergeAdmin(r, cmd, string(line), local)
+	go s.mergeAdmin(rt, r, cmd, string(line), local)
 	return nil
 }
 
 // mergeAdmin asks every routed upstream for line and completes r with the
 // merged listing. An upstream that fails or is unavailable is left out.
-func (s *gwSession) mergeAdmin(r *gwReply, cmd, line string, local []byte) {
-	parts := make([][]string, len(s.gw.routed)+1)
+func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, local []byte) {
+	parts := make([][]string, len(rt.routed)+1)
 	parts[0] = listingLines(string(local))
-	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.AdminTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.AdminTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for i, b := range s.gw.routed {
+	for i, b := range rt.routed {
 		a, ok := b.Gearman.(gearmanAdmin)
 		if !ok || !b.Available() {
 			continue

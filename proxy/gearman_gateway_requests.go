@@ -29,7 +29,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		codec.SubmitReduceJob, codec.SubmitReduceJobBackground:
 		return s.submit(p)
 	case codec.GetStatus:
-		b, h := s.gw.cfg.Handles.Decode(a[0])
+		b, h := s.gw.rt().cfg.Handles.Decode(a[0])
 		if b == nil {
 			s.answer(codec.StatusRes, a[0], zeroArg, zeroArg, zeroArg, zeroArg)
 			return nil
@@ -39,7 +39,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		return s.statusUnique(p)
 	case codec.WorkStatus, codec.WorkComplete, codec.WorkFail, codec.WorkException,
 		codec.WorkData, codec.WorkWarning:
-		b, h := s.gw.cfg.Handles.Decode(a[0])
+		b, h := s.gw.rt().cfg.Handles.Decode(a[0])
 		var bs *gwBackend
 		if b != nil {
 			bs, _ = s.session(b)
@@ -170,7 +170,7 @@ func (s *gwSession) forward(b *routing.Backend, p *codec.Packet, h []byte) error
 // is available and opens: the owner, else the next in hash order.
 func (s *gwSession) submit(p *codec.Packet) error {
 	fn := p.Function()
-	pool := s.gw.cfg.Rules.Match(fn)
+	pool := s.gw.rt().cfg.Rules.Match(fn)
 	if pool == nil {
 		s.answer(codec.Error, []byte(codec.CodeQueueError), []byte("jobgate: no route for function "+string(fn)))
 		return nil
@@ -206,7 +206,7 @@ func (s *gwSession) submit(p *codec.Packet) error {
 // canDo registers a function on every backend of its pool.
 func (s *gwSession) canDo(p *codec.Packet) error {
 	fn := p.Function()
-	pool := s.gw.cfg.Rules.Match(fn)
+	pool := s.gw.rt().cfg.Rules.Match(fn)
 	if pool == nil {
 		return nil // nothing is ever submitted to it
 	}
@@ -324,8 +324,9 @@ func (s *gwSession) tryGrab(r *gwReply) {
 // id names no function, so it has no route. The first backend that knows
 // the job answers; "unknown" when none does.
 func (s *gwSession) statusUnique(p *codec.Packet) error {
-	targets := s.gw.routed
-	if s.gw.local {
+	rt := s.gw.rt()
+	targets := rt.routed
+	if rt.local {
 		targets = append([]*routing.Backend{s.local.b}, targets...)
 	}
 	par := &gwReply{need: len(targets),

@@ -102,7 +102,7 @@ type gwGrab struct {
 
 func (gw *gearmanGateway) newSession(info gearman.SessionInfo, c *gearmanConn) *gwSession {
 	s := &gwSession{gw: gw, c: c, abilities: map[string]*gwAbility{}}
-	lb := &gwBackend{b: gw.localBackend()}
+	lb := &gwBackend{b: gw.rt().localBackend()}
 	lb.local = &gwLocal{deliver: func(p *codec.Packet) { s.deliver(lb, p) }}
 	lb.local.sess = gw.srv.engine.NewSession(info, lb.local)
 	s.local = lb
@@ -110,7 +110,7 @@ func (gw *gearmanGateway) newSession(info gearman.SessionInfo, c *gearmanConn) *
 }
 
 // localBackend is the handle map's backend 0.
-func (gw *gearmanGateway) localBackend() *routing.Backend {
+func (gw *gwRouting) localBackend() *routing.Backend {
 	b, _ := gw.cfg.Handles.Decode([]byte("H:local:1"))
 	return b
 }
@@ -490,7 +490,7 @@ func (s *gwSession) encodeLocked(dst []byte, b *routing.Backend, p *codec.Packet
 		return codec.AppendPacket(dst, codec.Res, p.Type, p.Args...)
 	}
 	var hb [routing.MaxHandleLen + 1]byte
-	h, err := s.gw.cfg.Handles.Append(hb[:0], b, p.Args[0])
+	h, err := s.gw.rt().cfg.Handles.Append(hb[:0], b, p.Args[0])
 	if err != nil {
 		return codec.AppendPacket(dst, codec.Res, codec.Error, []byte(codec.CodeQueueError),
 			[]byte("jobgate: "+err.Error()))

@@ -119,8 +119,8 @@ func startGatewaySetup(t testing.TB, addrs []string, breaker config.Breaker) *gw
 		t.Fatal(err)
 	}
 	addr, srv := startGearmanGateway(t, c, gearman.Config{HandlePrefix: "H:jobgate"})
-	st := &gwSetup{addr: addr, srv: srv, up: addrs, rules: srv.gw.cfg.Rules, byID: map[int]*routing.Backend{}}
-	for _, b := range srv.gw.cfg.Rules.Default().Backends() {
+	st := &gwSetup{addr: addr, srv: srv, up: addrs, rules: srv.gw.rt().cfg.Rules, byID: map[int]*routing.Backend{}}
+	for _, b := range srv.gw.rt().cfg.Rules.Default().Backends() {
 		st.byID[b.ID] = b
 	}
 	for _, a := range addrs {

@@ -81,7 +81,8 @@ func startGearmanLoop(s *GearmanServer) (*gearmanLoop, error) {
 // adopt takes an accepted TCP connection into the loop; false leaves it to
 // a goroutine pair (its socket could not be taken over).
 func (l *gearmanLoop) adopt(c *gearmanConn) bool {
-	tc, ok := c.nc.(interface {
+	inner := unwrapConn(c.nc) // the admitted wrapper is closed in close
+	tc, ok := inner.(interface {
 		SyscallConn() (syscall.RawConn, error)
 	})
 	if !ok {
@@ -98,7 +99,7 @@ func (l *gearmanLoop) adopt(c *gearmanConn) bool {
 	// The duplicate keeps the socket open; closing the original takes it
 	// out of the runtime's poller, which would otherwise wake a thread
 	// for every packet that arrives.
-	c.nc.Close()
+	inner.Close()
 	c.fd = fd
 	c.loop = l
 	c.rd = codec.NewReader(loopInput{c}, l.srv.cfg.Limits)
@@ -112,6 +113,7 @@ func (l *gearmanLoop) add(c *gearmanConn) {
 		l.mu.Unlock()
 		c.sess.Close()
 		syscall.Close(c.fd)
+		c.nc.Close() // frees its slot under the connection limits
 		l.srv.removeConn(c)
 		l.srv.wg.Done()
 		return
@@ -283,6 +285,10 @@ func (l *gearmanLoop) write(c *gearmanConn) {
 	}
 	c.out = c.out[:copy(c.out, c.out[n:])]
 	rest := len(c.out)
+	if n > 0 {
+		c.watch.wrote.Add(1)
+	}
+	c.watch.setFlag(watchWriting, rest > 0)
 	if cap(c.out) > 1<<20 && rest == 0 {
 		c.out = nil // drop a buffer a burst grew
 	}
@@ -304,6 +310,7 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 	for {
 		f, err := c.rd.ReadFrame()
 		if err == errWouldBlock {
+			c.watch.setFlag(watchPartial, c.rd.Buffered() > 0)
 			if c.flusher != nil {
 				c.flusher.flushBackends()
 			}
@@ -357,6 +364,7 @@ func (l *gearmanLoop) close(c *gearmanConn) {
 	c.mu.Unlock()
 	l.poll.Del(c.fd)
 	syscall.Close(c.fd)
+	c.nc.Close() // frees its slot under the connection limits
 	l.conns[c.slot] = nil
 	l.free = append(l.free, c.slot)
 	l.srv.removeConn(c)

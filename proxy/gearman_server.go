@@ -83,6 +83,10 @@ type GearmanConfig struct {
 	// MaxBadTokens is how many unknown tokens a connection may send
 	// before it is closed; 0 means DefaultMaxBadTokens.
 	MaxBadTokens int
+	// ConnLimits protect the server from its clients (limits.go); their
+	// timeouts run on Engine.Clock. A non-zero WriteBufferLimit replaces
+	// MaxOutput.
+	ConnLimits Limits
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
@@ -96,6 +100,8 @@ type GearmanServer struct {
 
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // metrics.Conns(Gearman), resolved once
+	guard      *connGuard          // limits.go
+	draining   atomic.Bool         // drain.go: submissions get ERROR
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -197,6 +203,7 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
+	s.guard = newConnGuard(cfg.Engine.Clock, s.log, s.connSeries, cfg.ConnLimits, gearmanReject)
 	if g := cfg.Gateway; g != nil && !g.Handles.Passthrough() {
 		gw, err := newGearmanGateway(s, g)
 		if err != nil {
@@ -230,6 +237,7 @@ func (s *GearmanServer) Serve(l net.Listener) error {
 		l.Close()
 		return nil
 	}
+	l = s.guard.wrap(l)
 	s.listeners[l] = struct{}{}
 	if s.addr == nil {
 		s.addr = l.Addr()
@@ -287,6 +295,7 @@ func (s *GearmanServer) Serve(l net.Listener) error {
 func (s *GearmanServer) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	s.guard.stop()
 	for l := range s.listeners {
 		l.Close()
 		delete(s.listeners, l)
@@ -357,6 +366,7 @@ func (s *GearmanServer) startConn(nc net.Conn) bool {
 	if s.connSeries != nil {
 		s.connSeries.Opened()
 	}
+	c.startWatch()
 	if c.loop != nil {
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -374,6 +384,7 @@ func (s *GearmanServer) removeConn(c *gearmanConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.guard.unwatch(&c.watch)
 	if s.connSeries != nil {
 		s.connSeries.Closed()
 	}

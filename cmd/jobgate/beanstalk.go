@@ -34,6 +34,27 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// readyChecks are the service's /readyz checks.
+func (s *beanstalkService) readyChecks() []readyCheck {
+	if s.journal == nil {
+		return nil
+	}
+	return []readyCheck{{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())}}
+}
+
+// prepareReload takes the new limits and auth policy (reloader).
+func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
+	pol, err := authPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := limitsFrom(cfg.Limits)
+	return func() {
+		s.SetLimits(l)
+		s.SetAuthPolicy(pol)
+	}, nil
+}
+
 // newBeanstalkServer builds the Beanstalk server on a new in-process engine,
 // restoring its jobs from the journal under data.dir. SIGUSR1 puts the
 // engine in drain mode, as it does beanstalkd.
@@ -52,14 +73,14 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 	if cfg.Data.Dir != "" {
 		var rep journal.ReplayReport
 		var err error
-		fj, rep, err = engine.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log})
+		fj, rep, err = engine.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log, OnSync: fsyncHook(m, metrics.Beanstalk)})
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		ec.Journal = fj
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits)})
 	if err != nil {
 		if fj != nil {
 			fj.Close()
@@ -68,6 +89,9 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 	}
 	if fj != nil {
 		log.Info("jobs restored", "jobs", fj.Restored())
+		if m != nil {
+			m.SetJournal(metrics.Beanstalk, fj.Journal())
+		}
 	}
 	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1)}
 	eng := srv.Engine()

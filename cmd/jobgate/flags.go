@@ -40,7 +40,14 @@ var flagSpecs = []flagSpec{
 	{"auth-max-bad-tokens", "close a connection after this many unknown auth tokens", false},
 	{"log-level", "log `level`: debug, info, warn or error", false},
 	{"log-format", "log `format`: text or json", false},
-	{"shutdown-timeout", "how long a graceful shutdown waits for connections to finish (`duration`)", false},
+	{"shutdown-timeout", "how long a drain on SIGTERM/SIGINT waits for the jobs in hand to finish (a `duration`)", false},
+	{"limits-max-connections", "most client connections, on all listeners together (`n`); 0 means no limit", false},
+	{"limits-max-connections-per-ip", "most client connections from one IP address (`n`); 0 means no limit", false},
+	{"limits-idle-timeout", "close a connection with nothing pending for this `duration`; 0 means never", false},
+	{"limits-read-timeout", "close a connection that takes longer than this `duration` to finish a started request; 0 means no limit", false},
+	{"limits-write-timeout", "close a connection whose output makes no progress for this `duration`; 0 means no limit", false},
+	{"limits-max-reserved-per-conn", "most jobs one connection may hold reserved or assigned (`n`); 0 means no limit", false},
+	{"limits-write-buffer-limit", "`size` of the output queued for a client that stops reading before it is cut off; 0 means no limit", false},
 }
 
 // configFlag holds the text of one flag until it is applied to the config.

@@ -21,6 +21,7 @@ import (
 type gearmanService struct {
 	*proxy.GearmanServer
 	journal *gearman.FileJournal // nil without persistence
+	metrics *metrics.Metrics     // for the backends a reload builds
 }
 
 // Shutdown stops the server, then closes the journal.
@@ -49,8 +50,9 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 			MaxPacketSize: g.MaxPacketSize.Int(),
 			MaxLineSize:   g.MaxAdminLine.Int(),
 		},
-		Log:     log,
-		Metrics: m,
+		Log:        log,
+		Metrics:    m,
+		ConnLimits: limitsFrom(cfg.Limits),
 	}
 	pol, err := authPolicy(cfg)
 	if err != nil {
@@ -69,7 +71,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 	if cfg.Data.Dir != "" {
 		var rep journal.ReplayReport
 		var err error
-		fj, rep, err = gearman.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log})
+		fj, rep, err = gearman.OpenJournal(cfg.Data.Dir, journal.Options{Sync: syncPolicy(cfg.Data), Logger: log, OnSync: fsyncHook(m, metrics.Gearman)})
 		if err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
@@ -93,8 +95,11 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 	}
 	if fj != nil {
 		log.Info("jobs restored", "jobs", fj.Restored())
+		if m != nil {
+			m.SetJournal(metrics.Gearman, fj.Journal())
+		}
 	}
-	return &gearmanService{GearmanServer: srv, journal: fj}, nil
+	return &gearmanService{GearmanServer: srv, journal: fj, metrics: m}, nil
 }
 
 // syncPolicy turns data.fsync into the journal's policy.
@@ -106,4 +111,32 @@ func syncPolicy(d config.Data) journal.SyncPolicy {
 		return journal.Never
 	}
 	return journal.Interval(d.FsyncInterval)
+}
+
+// readyChecks are the service's /readyz checks.
+func (s *gearmanService) readyChecks() []readyCheck {
+	checks := []readyCheck{{"gearman routes have a backend up", func(context.Context) error { return s.RoutesReady() }}}
+	if s.journal != nil {
+		checks = append(checks, readyCheck{"gearman journal replayed and writable", journalCheck(s.journal.Journal())})
+	}
+	return checks
+}
+
+// prepareReload takes the new limits, auth policy and Gearman routing
+// (reloader).
+func (s *gearmanService) prepareReload(cfg *config.Config) (func(), error) {
+	routes, err := s.PrepareReload(cfg, s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := authPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := limitsFrom(cfg.Limits)
+	return func() {
+		s.SetLimits(l)
+		s.SetAuthPolicy(pol)
+		routes()
+	}, nil
 }

@@ -57,6 +57,9 @@ Usage:
   jobgate check-config FILE        validate a configuration file and exit
   jobgate version                  print the version and exit
 
+Signals: SIGTERM or SIGINT drains (no new jobs, jobs in hand finish) and
+exits, a second one exits at once; SIGHUP reloads the configuration.
+
 Flags:
 `
 
@@ -75,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	log, _, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
+	log, level, err := logging.New(stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 2
@@ -88,7 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if tm != nil {
 		defer tm.Close() // after the servers: established connections keep going until then
 	}
-	services, listenersBound, err := buildServices(cfg, log, tm)
+	op := newOperator(args, cfg, level, log)
+	services, listenersBound, err := buildServices(cfg, log, tm, op)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 1
@@ -100,7 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Journal replay builds and drops a copy of every record; hand that
 	// memory back now rather than carry it until the heap grows into it.
 	debug.FreeOSMemory()
-	return serve(services, listenersBound, cfg.ShutdownTimeout, log, tlsStarter(tm, cfg, log))
+	op.setServices(services)
+	return serve(services, listenersBound, op, log, tlsStarter(tm, cfg, log))
 }
 
 // parseCommandLine reads the flags and the config file into one validated
@@ -180,7 +185,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // buildServices constructs a server for every enabled listener. The
 // returned flag turns ready once every listener is bound. Metrics are
 // collected only when the admin server is there to serve them.
-func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager) ([]service, *admin.Flag, error) {
+func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager, op *operator) ([]service, *admin.Flag, error) {
 	var m *metrics.Metrics
 	if cfg.Admin.Listen != "" {
 		m = metrics.New(metrics.Options{Version: version, Logger: log})
@@ -206,18 +211,30 @@ func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager) ([
 		if err != nil {
 			return nil, nil, err
 		}
-		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, TLSConfig: atls})
+		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, TLSConfig: atls, Reload: op.reload, Drain: op.drainStart})
 		adm.AddCheck("listeners", bound.Check)
+		addReadyChecks(adm, services)
 		services = append(services, service{"admin", cfg.Admin.Listen, adm})
 	}
 	return services, bound, nil
 }
 
 // serve binds every listener first (so a port conflict fails the start
-// before anything serves), runs them, and shuts them down on SIGINT/SIGTERM
-// or when one fails. A second signal exits at once. afterBind, when set,
-// runs once every listener is bound, before they serve.
-func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration, log *slog.Logger, afterBind func() error) int {
+// before anything serves), runs them, reloads the configuration on SIGHUP,
+// and on SIGINT/SIGTERM drains (ops.go) and shuts them down; when one fails
+// it shuts down at once. A second signal exits at once. afterBind, when
+// set, runs once every listener is bound, before they serve.
+func serve(services []service, bound *admin.Flag, op *operator, log *slog.Logger, afterBind func() error) int {
+	// Catch the signals before the listeners are announced: a SIGHUP or
+	// SIGTERM sent as soon as they are must not find the default action
+	// (exit) still in place.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	listeners := make([]net.Listener, len(services))
 	for i, s := range services {
 		l, err := net.Listen("tcp", s.addr)
@@ -251,16 +268,26 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 		}()
 	}
 
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(signals)
 	code := 0
-	select {
-	case sig := <-signals:
-		log.Info("shutting down", "signal", sig.String())
-	case err := <-failed:
-		log.Error("server failed", "err", err)
-		code = 1
+	drain := false
+wait:
+	for {
+		select {
+		case <-hup:
+			if err := op.reload(context.Background()); err != nil {
+				log.Error("reload refused; the running configuration stays", "err", err)
+			} else {
+				log.Info("configuration reloaded")
+			}
+		case sig := <-signals:
+			log.Info("draining", "signal", sig.String())
+			drain = true
+			break wait
+		case err := <-failed:
+			log.Error("server failed", "err", err)
+			code = 1
+			break wait
+		}
 	}
 	go func() {
 		if sig, ok := <-signals; ok {
@@ -268,7 +295,14 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 			os.Exit(1)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	if drain {
+		dctx, dcancel := context.WithTimeout(context.Background(), op.shutdownTimeout())
+		if !op.drain(dctx) {
+			log.Warn("drain timed out: closing connections with jobs in hand (they go back to ready)")
+		}
+		dcancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	for _, s := range services {
 		if err := s.srv.Shutdown(ctx); err != nil {
@@ -276,5 +310,12 @@ func serve(services []service, bound *admin.Flag, shutdownTimeout time.Duration,
 			code = 1
 		}
 	}
+	if err := op.flush(ctx); err != nil {
+		log.Error("flush on exit", "err", err)
+		code = 1
+	}
 	return code
 }
+
+// closeTimeout bounds closing the servers once the drain is over.
+const closeTimeout = 5 * time.Second

@@ -45,3 +45,54 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 		t.Errorf("README documents -%s, which the command does not define", name)
 	}
 }
+
+// TestReadmeDocumentsEveryField checks the README's field table ("Every
+// field") against config.Fields: the same set of fields, each top-level
+// one with its default.
+func TestReadmeDocumentsEveryField(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### Every field\n")
+	if !ok {
+		t.Fatal("README has no \"### Every field\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, " | ")
+		path := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+		if _, dup := rows[path]; dup {
+			t.Errorf("README documents %s twice", path)
+		}
+		rows[path] = line
+	}
+	def := config.Default()
+	for _, path := range config.Fields() {
+		row, ok := rows[path]
+		if !ok {
+			t.Errorf("README's field table has no row for %s", path)
+			continue
+		}
+		delete(rows, path)
+		if strings.Contains(path, "[]") {
+			continue // list elements have no value in Default
+		}
+		value, err := def.Get(path)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		cells := strings.Split(row, " | ")
+		if got := strings.TrimSpace(cells[1]); value == "" && got != "" || value != "" && got != "`"+value+"`" {
+			t.Errorf("README gives %s the default %s, the code %q", path, got, value)
+		}
+	}
+	for path := range rows {
+		t.Errorf("README documents %s, which is not a config field", path)
+	}
+}

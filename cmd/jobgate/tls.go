@@ -105,3 +105,14 @@ func adminTLS(cfg *config.Config, tm *tlsconf.Manager) (*tls.Config, error) {
 	// ALPN, which is all an admin endpoint needs.
 	return tm.ServerConfig(), nil
 }
+
+// server is the protocol server behind s, for the optional interfaces
+// (drainer, reloader, ...): a TLS listener's service answers for its
+// server only when no plain listener's service does, so each server is
+// asked once.
+func (s service) server() protocolServer {
+	if t, ok := s.srv.(*tlsServer); ok && t.owner {
+		return t.protocolServer
+	}
+	return s.srv
+}

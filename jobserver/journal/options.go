@@ -133,6 +133,10 @@ type Options struct {
 	// Clock drives the Interval policy's fsync timer and the fsync latency
 	// in Stats (clock.Real{}).
 	Clock clock.Clock
+	// OnSync, if not nil, is called after each fsync of a segment file
+	// with how long it took (on the goroutine that synced): a latency
+	// histogram (metrics.ObserveFsync). It must be quick.
+	OnSync func(time.Duration)
 
 	// syncFile, syncDir and remove let tests count fsyncs, skip them and
 	// inject failures.

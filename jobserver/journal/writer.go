@@ -236,8 +236,12 @@ func (j *Journal) syncHead() error {
 func (j *Journal) syncFile(f *os.File) error {
 	start := j.opts.Clock.Now()
 	err := j.opts.syncFile(f)
-	j.lastSyncLat.Store(int64(j.opts.Clock.Now().Sub(start)))
+	lat := j.opts.Clock.Now().Sub(start)
+	j.lastSyncLat.Store(int64(lat))
 	j.syncs.Add(1)
+	if j.opts.OnSync != nil {
+		j.opts.OnSync(lat)
+	}
 	return err
 }
 

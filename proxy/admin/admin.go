@@ -34,7 +34,9 @@ type Options struct {
 	Metrics http.Handler
 	// Reload is called by POST /-/reload to re-read the configuration. It
 	// returns once the new configuration is in force or has been refused;
-	// its error (e.g. every validation error) is the 500 response body.
+	// its error (e.g. every validation error) is the body of a 422
+	// response: the request was understood, the configuration it names is
+	// not acceptable, and the old one keeps running.
 	// Nil: 501.
 	Reload func(ctx context.Context) error
 	// Drain is called by POST /-/drain to stop taking new work (Beanstalk
@@ -235,7 +237,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.opts.Reload(r.Context()); err != nil {
 		s.opts.Logger.Warn("admin: reload refused", "error", err)
-		plain(w, http.StatusInternalServerError, "reload failed:\n"+err.Error()+"\n")
+		plain(w, http.StatusUnprocessableEntity, "reload failed:\n"+err.Error()+"\n")
 		return
 	}
 	s.opts.Logger.Info("admin: configuration reloaded")

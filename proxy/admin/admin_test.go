@@ -132,7 +132,7 @@ func TestReloadAndDrain(t *testing.T) {
 	expect(t, h, "POST", "/-/reload", 200, "reloaded\n")
 	bad := errors.New("config.yaml:3: backends[0].address: missing\nconfig.yaml:9: routes: unknown pool \"x\"")
 	reloadErr.Store(&bad)
-	expect(t, h, "POST", "/-/reload", 500, "reload failed:\n"+bad.Error()+"\n")
+	expect(t, h, "POST", "/-/reload", 422, "reload failed:\n"+bad.Error()+"\n")
 	if code, _ := do(t, h, "GET", "/-/reload"); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /-/reload = %d, want 405", code)
 	}

@@ -93,6 +93,51 @@ type Options struct {
 	// (on the closing one): the open-connections gauge
 	// (metrics ConnSeries.Opened and Closed). They must be quick.
 	OnOpen, OnClose func()
+	// Group, if not nil, is where the listener counts its connections, so
+	// that several listeners share one cap (e.g. the Gearman and Beanstalk
+	// ports of one process); MaxConns and MaxPerIP are then the group's,
+	// and these fields are ignored. Nil: the listener has a group of its
+	// own, with MaxConns and MaxPerIP.
+	Group *Group
+}
+
+// Group is the count of open connections, in total and per source IP,
+// that one or more Listeners admit against shared caps. It is safe for
+// concurrent use.
+type Group struct {
+	mu       sync.Mutex // guards the fields below
+	maxConns int
+	maxPerIP int
+	open     int
+	perIP    map[netip.Addr]int
+}
+
+// NewGroup returns a group with the caps; 0 means no cap.
+func NewGroup(maxConns, maxPerIP int) *Group {
+	return &Group{maxConns: max(maxConns, 0), maxPerIP: max(maxPerIP, 0), perIP: make(map[netip.Addr]int)}
+}
+
+// SetLimits changes the caps (a config reload). Connections already open
+// stay open even if now over the cap; the next ones are refused until
+// enough have gone.
+func (g *Group) SetLimits(maxConns, maxPerIP int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.maxConns, g.maxPerIP = max(maxConns, 0), max(maxPerIP, 0)
+}
+
+// Open returns the number of admitted connections not yet closed.
+func (g *Group) Open() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open
+}
+
+// OpenFrom returns the number of open connections from ip.
+func (g *Group) OpenFrom(ip netip.Addr) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.perIP[ip.Unmap()]
 }
 
 // Listener wraps a net.Listener, refusing connections over its limits.
@@ -106,12 +151,7 @@ type Listener struct {
 	onOpen        func()
 	onClose       func()
 	rejecting     chan struct{} // semaphore of running Reject calls
-
-	mu       sync.Mutex // guards the fields below
-	maxConns int
-	maxPerIP int
-	open     int
-	perIP    map[netip.Addr]int
+	*Group                      // the counts, perhaps shared with other listeners
 }
 
 // NewListener wraps l with the limits of o.
@@ -122,7 +162,12 @@ func NewListener(l net.Listener, o Options) *Listener {
 	if o.MaxRejecting <= 0 {
 		o.MaxRejecting = 64
 	}
+	g := o.Group
+	if g == nil {
+		g = NewGroup(o.MaxConns, o.MaxPerIP)
+	}
 	return &Listener{
+		Group:         g,
 		Listener:      l,
 		reject:        o.Reject,
 		rejectTimeout: o.RejectTimeout,
@@ -130,19 +175,7 @@ func NewListener(l net.Listener, o Options) *Listener {
 		onOpen:        o.OnOpen,
 		onClose:       o.OnClose,
 		rejecting:     make(chan struct{}, o.MaxRejecting),
-		maxConns:      max(o.MaxConns, 0),
-		maxPerIP:      max(o.MaxPerIP, 0),
-		perIP:         make(map[netip.Addr]int),
 	}
-}
-
-// SetLimits changes the caps (a config reload). Connections already open
-// stay open even if now over the cap; the next ones are refused until
-// enough have gone.
-func (l *Listener) SetLimits(maxConns, maxPerIP int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.maxConns, l.maxPerIP = max(maxConns, 0), max(maxPerIP, 0)
 }
 
 // Accept waits for and returns the next admitted connection, a *Conn.
@@ -167,19 +200,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // admit takes a slot for a connection from ip, or says why not.
-func (l *Listener) admit(ip netip.Addr) Reason {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.maxConns > 0 && l.open >= l.maxConns {
+func (g *Group) admit(ip netip.Addr) Reason {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.maxConns > 0 && g.open >= g.maxConns {
 		return ReasonMaxConnections
 	}
 	if ip.IsValid() {
-		if l.maxPerIP > 0 && l.perIP[ip] >= l.maxPerIP {
+		if g.maxPerIP > 0 && g.perIP[ip] >= g.maxPerIP {
 			return ReasonMaxPerIP
 		}
-		l.perIP[ip]++
+		g.perIP[ip]++
 	}
-	l.open++
+	g.open++
 	return 0
 }
 
@@ -187,14 +220,18 @@ func (l *Listener) release(ip netip.Addr) {
 	if l.onClose != nil {
 		l.onClose()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open--
+	l.Group.release(ip)
+}
+
+func (g *Group) release(ip netip.Addr) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open--
 	if ip.IsValid() {
-		if n := l.perIP[ip] - 1; n > 0 {
-			l.perIP[ip] = n
+		if n := g.perIP[ip] - 1; n > 0 {
+			g.perIP[ip] = n
 		} else {
-			delete(l.perIP, ip) // the map must not keep every address ever seen
+			delete(g.perIP, ip) // the map must not keep every address ever seen
 		}
 	}
 }
@@ -221,20 +258,6 @@ func (l *Listener) refuse(c net.Conn, r Reason) {
 		c.SetWriteDeadline(time.Now().Add(l.rejectTimeout))
 		l.reject(c, r)
 	}()
-}
-
-// Open returns the number of admitted connections not yet closed.
-func (l *Listener) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
-}
-
-// OpenFrom returns the number of open connections from ip.
-func (l *Listener) OpenFrom(ip netip.Addr) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.perIP[ip.Unmap()]
 }
 
 func remoteIP(a net.Addr) netip.Addr {

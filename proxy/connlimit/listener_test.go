@@ -317,3 +317,63 @@ func TestReasonsMatchMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSharedByListeners: two listeners counting in one Group share
+// its caps; a close on either frees a slot for both.
+func TestGroupSharedByListeners(t *testing.T) {
+	g := NewGroup(1, 0)
+	var ls [2]*Listener
+	for i := range ls {
+		raw, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = NewListener(raw, Options{Group: g})
+		t.Cleanup(func() { ls[i].Close() })
+	}
+	accepted := make(chan net.Conn, 4)
+	for _, l := range ls {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted <- c
+			}
+		}()
+	}
+	c0, err := net.Dial("tcp", ls[0].Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c0.Close()
+	first := <-accepted
+	c1, err := net.Dial("tcp", ls[1].Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c1.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c1.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the second listener admitted a connection over the shared cap")
+	}
+	if n := g.Open(); n != 1 {
+		t.Fatalf("group counts %d open, want 1", n)
+	}
+	first.Close()
+	if n := g.Open(); n != 0 {
+		t.Fatalf("group counts %d open after the close, want 0", n)
+	}
+	c2, err := net.Dial("tcp", ls[1].Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a freed slot did not admit a connection on the other listener")
+	}
+}

@@ -1,0 +1,46 @@
+package proxy
+
+// Drain stops accepting connections and new jobs while the open
+// connections keep working: put answers DRAINING (as after beanstalkd's
+// SIGUSR1), and reserve, delete, release, bury and touch go on, so the
+// jobs workers hold can finish. Shutdown ends it.
+func (s *BeanstalkServer) Drain() {
+	s.eng.SetDraining(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.lns {
+		delete(s.lns, l) // Serve then returns nil
+		l.Close()
+	}
+}
+
+// Idle reports whether no job is reserved: a drain can end without taking
+// a job from a worker in the middle of it.
+func (s *BeanstalkServer) Idle() bool {
+	reserved := 0
+	s.eng.QueueDepths(func(_ string, _, r, _, _ int) { reserved += r })
+	return reserved == 0
+}
+
+// Drain stops accepting connections and new jobs while the open
+// connections keep working: every SUBMIT_* gets an ERROR QUEUE_ERROR
+// (limits_gearman.go says why), while workers keep grabbing and completing
+// jobs and clients keep receiving WORK_* packets. Shutdown ends it.
+func (s *GearmanServer) Drain() {
+	s.draining.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.listeners {
+		delete(s.listeners, l) // Serve then returns nil
+		l.Close()
+	}
+}
+
+// Idle reports whether no job of the local engine is running (assigned to
+// a worker). Jobs still queued stay queued (background ones in the
+// journal); jobs of upstream servers are theirs to finish.
+func (s *GearmanServer) Idle() bool {
+	running := 0
+	s.engine.QueueDepths(func(_ string, _, r int) { running += r })
+	return running == 0
+}

@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// builtBackend is a backend NewGearmanGatewayFromConfig made, with the
+// configuration it was made from.
+type builtBackend struct {
+	cfg config.Backend
+	b   *routing.Backend
+}
+
+// reuseBackend returns prev's backend for cb when its configuration is
+// unchanged. Keeping the same *routing.Backend keeps the connections'
+// sessions to it, its breaker and its health checker, so jobs in flight
+// there finish as if nothing happened.
+func reuseBackend(prev map[string]builtBackend, cb config.Backend) *routing.Backend {
+	old, ok := prev[cb.Name]
+	if !ok || !reflect.DeepEqual(old.cfg, cb) {
+		return nil
+	}
+	return old.b
+}
+
+// PrepareReload builds the Gearman routing of c (routes.gearman,
+// routes.gearman_default, pools, backends) and returns the function that
+// puts it in force at once, for every request after it, on open
+// connections too. Backends whose configuration did not change are kept
+// as they are; a new or changed backend starts afresh (its health checker
+// starts when applied), and the checkers of backends gone are stopped.
+// Handles of jobs on a backend the new configuration drops no longer
+// decode: their WORK_* and GET_STATUS are answered as for an unknown job.
+//
+// A server started without upstream backends serves connections without
+// a gateway (on the event loop); it cannot become a gateway live, so a
+// configuration that adds upstream backends to it is refused (restart).
+// It returns an error and changes nothing when c cannot be built.
+func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (apply func(), err error) {
+	if s.gw == nil {
+		for _, b := range c.AllBackends() {
+			if b.Type == config.TypeGearman && b.Name != config.LocalName {
+				return nil, errors.New("gearman: this server was started without upstream backends; adding them needs a restart")
+			}
+		}
+		return func() {}, nil
+	}
+	old := s.gw.rt()
+	g, err := buildGearmanGateway(c, m, old.cfg.built)
+	if err != nil {
+		return nil, err
+	}
+	g.AdminTimeout, g.DialTimeout = old.cfg.AdminTimeout, old.cfg.DialTimeout
+	rt, err := newGwRouting(g)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		running := map[*routing.Health]bool{}
+		for _, h := range old.cfg.health {
+			running[h] = true
+		}
+		s.gw.cur.Store(rt)
+		for _, h := range rt.cfg.health {
+			if !running[h] {
+				h.Start()
+			}
+			delete(running, h)
+		}
+		for h := range running {
+			h.Stop()
+		}
+	}, nil
+}
+
+// RoutesReady returns nil when every route of the routing in force (each
+// rule and the default) has at least one backend available (breaker not
+// open, health check up), and otherwise names the routes that have none:
+// a /readyz check. A plain server has only its engine and is always ready.
+func (s *GearmanServer) RoutesReady() error {
+	if s.gw == nil {
+		return nil
+	}
+	rt := s.gw.rt()
+	var down []string
+	seen := map[*routing.Pool]bool{}
+	check := func(p *routing.Pool) {
+		if p == nil || seen[p] {
+			return
+		}
+		seen[p] = true
+		for _, b := range p.Backends() {
+			if b.Available() {
+				return
+			}
+		}
+		down = append(down, p.Name())
+	}
+	for _, r := range rt.cfg.Rules.Rules() {
+		check(r.Pool)
+	}
+	check(rt.cfg.Rules.Default())
+	if len(down) > 0 {
+		return fmt.Errorf("no backend up for gearman route target %s", strings.Join(down, ", "))
+	}
+	return nil
+}
