@@ -15,6 +15,7 @@ import (
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // BeanstalkConfig configures a BeanstalkServer.
@@ -37,6 +38,10 @@ type BeanstalkConfig struct {
 	// depths at scrape time. nil: no metrics, at the cost of a nil check.
 	// The server sets the engine's Observer, replacing any other.
 	Metrics *metrics.Metrics
+	// Tracer, when set, traces every job put while it is set
+	// (beanstalk_trace.go). nil: no spans, at the cost of a nil check.
+	// The server sets the engine's TraceHook.
+	Tracer *tracing.Tracer
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -50,6 +55,7 @@ type BeanstalkServer struct {
 	log        *slog.Logger
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
+	trace      *beanstalkTrace     // nil: tracing off
 	mu         sync.Mutex          // guards the fields below
 	addr       net.Addr
 	lns        map[net.Listener]struct{}
@@ -86,6 +92,7 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
+	s.wireTracing(cfg.Tracer)
 	return s, nil
 }
 
@@ -285,6 +292,7 @@ func (c *beanstalkConn) serve() {
 	rd := wire.NewReader(&c.in, c.srv.limits)
 	var r wire.Reply
 	m := c.srv.metrics
+	bt, ct := c.srv.trace, beanstalkConnTrace{}
 	for {
 		cmd, err := rd.ReadCommand()
 		var verb wire.Verb // 0 ("unknown") for a line the codec refused
@@ -304,10 +312,21 @@ func (c *beanstalkConn) serve() {
 			r = wire.Reply{Kind: ce.Kind}
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
+				if bt != nil {
+					bt.rejectedPut(sess, ce.Kind)
+				}
 			}
-		} else if !sess.Exec(cmd, &r) {
-			if wr.Flush() != nil || !c.await(sess, &r) {
-				return
+		} else {
+			if bt != nil {
+				bt.before(&ct, sess, cmd)
+			}
+			if !sess.Exec(cmd, &r) {
+				if wr.Flush() != nil || !c.await(sess, &r) {
+					return
+				}
+			}
+			if bt != nil {
+				bt.after(&ct, cmd, &r)
 			}
 		}
 		if m != nil {

@@ -130,3 +130,11 @@ func (e *Engine) traceReturnedLocked(j *job, timedOut bool) {
 		e.thook.JobAbandoned(j.id)
 	}
 }
+
+// Using returns the name of the tube the session uses, for a put's span.
+func (s *Session) Using() string {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return s.use.name
+}
