@@ -62,7 +62,7 @@ func (s *Session) resetAbilities() {
 func (s *Session) requeueFunction(f *function) {
 	for i := len(s.running) - 1; i >= 0; i-- {
 		if i < len(s.running) && s.running[i].fn == f {
-			s.e.requeue(s.running[i])
+			s.e.requeue(s.running[i], ReturnCantDo)
 		}
 	}
 }
@@ -111,6 +111,7 @@ func (s *Session) grab(t codec.Type) {
 		return
 	}
 	e.assign(s, j)
+	s.lastJob = j.id
 	h := e.handle(e.scratch[:0], j)
 	e.scratch = h
 	fn := unsafeBytes(j.fn.name)
