@@ -119,6 +119,9 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 // server's fast path. The gateway path pays for a copy instead.
 func (c *gearmanConn) handlePacket(p *codec.Packet) error {
 	if c.engine != nil {
+		if c.srv.trace != nil {
+			return c.handleTraced(p)
+		}
 		return c.engine.Handle(p)
 	}
 	cp := *p

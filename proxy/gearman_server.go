@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // flushingClock runs the server's flushDirty after each timer function, so
@@ -73,6 +74,10 @@ type GearmanConfig struct {
 	// engine Observer), and reports queue depths at scrape time. nil: no
 	// metrics, at the cost of a nil check per request.
 	Metrics *metrics.Metrics
+	// Tracer, when set, traces the local engine's jobs
+	// (gearman_trace.go). nil: no spans, at the cost of a nil check per
+	// request. The server sets the engine's TraceHook.
+	Tracer *tracing.Tracer
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
@@ -86,6 +91,7 @@ type GearmanServer struct {
 
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // metrics.Conns(Gearman), resolved once
+	trace      *gearmanTrace       // nil: tracing off
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -182,6 +188,7 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
+	s.wireTracing(cfg.Tracer)
 	if g := cfg.Gateway; g != nil && !g.Handles.Passthrough() {
 		gw, err := newGearmanGateway(s, g)
 		if err != nil {

@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/tracing"
+)
+
+// gearmanTrace makes the spans of the jobs of a GearmanServer's local
+// engine (tracing/doc.go says which call goes with which event). The
+// engine keeps each traced job's creation context; this keeps the open
+// process span of each running traced job, keyed by job id, because its
+// end may come from the worker's WORK_* packets or from inside the engine
+// (worker gone, CAN_DO_TIMEOUT, CANT_DO) through the engine's TraceHook.
+//
+// With tracing off the server has no gearmanTrace (nil), and a connection
+// hands its packets to the engine exactly as before.
+//
+// Lock order: the engine's lock, then mu (the hook runs under the engine
+// lock). Nothing calls into the engine while holding mu.
+type gearmanTrace struct {
+	tr  *tracing.Tracer
+	eng *gearman.Engine
+	mu  sync.Mutex
+	// open is the process span of every running traced job.
+	open map[uint64]tracing.Process
+}
+
+var _ gearman.TraceHook = (*gearmanTrace)(nil)
+
+// wireTracing makes s trace its local engine's jobs with tr; a nil tr
+// leaves tracing off.
+func (s *GearmanServer) wireTracing(tr *tracing.Tracer) {
+	if tr == nil {
+		return
+	}
+	s.trace = &gearmanTrace{tr: tr, eng: s.engine, open: make(map[uint64]tracing.Process)}
+	s.engine.SetTraceHook(s.trace)
+}
+
+// isSubmit reports whether t creates a job.
+func isSubmit(t codec.Type) bool {
+	switch t {
+	case codec.SubmitJob, codec.SubmitJobBg, codec.SubmitJobHigh, codec.SubmitJobHighBg,
+		codec.SubmitJobLow, codec.SubmitJobLowBg, codec.SubmitJobSched, codec.SubmitJobEpoch,
+		codec.SubmitReduceJob, codec.SubmitReduceJobBackground:
+		return true
+	}
+	return false
+}
+
+// handleTraced is handlePacket for the local engine with tracing on: the
+// spans around the engine's handling of p.
+func (c *gearmanConn) handleTraced(p *codec.Packet) error {
+	gt, sess := c.srv.trace, c.engine
+	var send tracing.Send
+	var start time.Time
+	switch t := p.Type; {
+	case isSubmit(t) && len(p.Args) >= 3:
+		start = time.Now()
+		send = gt.tr.StartSend(context.Background(), tracing.Message{
+			Operation: t.String(), Destination: string(p.Args[0]), ConversationID: string(p.Args[1]),
+			BodySize: len(p.Args[len(p.Args)-1]), Start: start,
+		})
+		// Only sampled jobs cost the engine memory: the spans of the
+		// others would not be recorded anyway (parent-based sampling).
+		if cr := send.Creation(); cr.IsSampled() {
+			sess.SetCreation(gearman.Creation(cr))
+		}
+	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
+		start = time.Now()
+	}
+	err := sess.Handle(p)
+	if err != nil {
+		send.Fail("INVALID_ARGUMENT")
+		return err
+	}
+	switch t := p.Type; {
+	case isSubmit(t):
+		if id := sess.LastJob(); id != 0 {
+			send.Created(string(c.srv.engine.AppendHandle(nil, id)))
+		} else if code := sess.LastError(); code != "" {
+			send.Fail(code)
+		} else {
+			send.End()
+		}
+	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
+		if id := sess.LastJob(); id != 0 {
+			gt.assigned(id, t, start)
+		}
+	case t == codec.WorkStatus || t == codec.WorkData || t == codec.WorkWarning ||
+		t == codec.WorkComplete || t == codec.WorkFail || t == codec.WorkException:
+		if sess.Outcome() == gearman.OutcomeOK && len(p.Args) > 0 {
+			gt.work(p)
+		}
+	}
+	return nil
+}
+
+// assigned starts the receive and process spans of job id, just handed
+// to a worker by a grab of type t sent at start.
+func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
+	jt, ok := gt.eng.JobTrace(id)
+	if !ok {
+		return // submitted while tracing was off, or not sampled
+	}
+	cr := tracing.Creation(jt.Creation)
+	op := "JOB_ASSIGN"
+	switch t {
+	case codec.GrabJobUniq:
+		op = "JOB_ASSIGN_UNIQ"
+	case codec.GrabJobAll:
+		op = "JOB_ASSIGN_ALL"
+	}
+	m := tracing.Message{
+		Operation: op, Destination: jt.Function, ID: string(gt.eng.AppendHandle(nil, id)),
+		ConversationID: jt.Unique, BodySize: jt.BodySize, Enqueued: jt.Ready,
+		Attempt: jt.Attempt, Start: start,
+	}
+	ctx := context.Background()
+	gt.tr.Receive(ctx, cr, m)
+	_, p := gt.tr.StartProcess(ctx, cr, m)
+	gt.mu.Lock()
+	old := gt.open[id]
+	gt.open[id] = p
+	gt.mu.Unlock()
+	// A span still open here lost its end in a race with the engine.
+	old.Fail(tracing.ErrorWorkerLost)
+}
+
+// work records a WORK_* packet the engine accepted from the job's worker.
+func (gt *gearmanTrace) work(p *codec.Packet) {
+	id, ok := gt.eng.JobID(p.Args[0])
+	if !ok {
+		return
+	}
+	switch p.Type {
+	case codec.WorkStatus, codec.WorkData, codec.WorkWarning:
+		gt.mu.Lock()
+		proc := gt.open[id]
+		gt.mu.Unlock()
+		switch {
+		case p.Type == codec.WorkStatus && len(p.Args) >= 3:
+			proc.Status(string(p.Args[1]), string(p.Args[2]))
+		case p.Type == codec.WorkData && len(p.Args) >= 2:
+			proc.Data(len(p.Args[1]))
+		case p.Type == codec.WorkWarning && len(p.Args) >= 2:
+			proc.Warning(len(p.Args[1]))
+		}
+	case codec.WorkComplete:
+		gt.take(id).Complete()
+	case codec.WorkFail, codec.WorkException:
+		gt.take(id).Fail(p.Type.String())
+	}
+}
+
+// take removes and returns job id's open process span; the zero Process,
+// which ignores every call, when there is none.
+func (gt *gearmanTrace) take(id uint64) tracing.Process {
+	gt.mu.Lock()
+	p := gt.open[id]
+	delete(gt.open, id)
+	gt.mu.Unlock()
+	return p
+}
+
+// JobReturned ends the process span of a job taken back from its worker
+// (error.type worker_lost, timeout or cant_do). It runs under the engine
+// lock; ending a span only queues it (the export queue never blocks).
+func (gt *gearmanTrace) JobReturned(id uint64, why gearman.ReturnReason) {
+	gt.take(id).Fail(why.String())
+}

@@ -1,0 +1,112 @@
+package proxy_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/tracing"
+)
+
+// startGearmanTraced serves Gearman from a local engine traced by tr.
+func startGearmanTraced(t *testing.T, tr *tracing.Tracer, goroutines bool) string {
+	t.Helper()
+	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{
+		Engine:     gearman.Config{HandlePrefix: "H:t"},
+		Goroutines: goroutines,
+		Tracer:     tr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-served
+	})
+	return l.Addr().String()
+}
+
+// TestGearmanTraceForeground traces a foreground job with progress and
+// data through to WORK_COMPLETE, in both serving modes.
+func TestGearmanTraceForeground(t *testing.T) {
+	for _, goroutines := range []bool{false, true} {
+		t.Run(map[bool]string{false: "loop", true: "goroutines"}[goroutines], func(t *testing.T) {
+			tr, rec := recordedTracer(t, tracing.Gearman, tracing.Config{})
+			addr := startGearmanTraced(t, tr, goroutines)
+			cl, w := gmDial(t, addr), gmDial(t, addr)
+			cl.send(codec.SubmitJob, "resize", "u1", "img")
+			h := cl.expect(codec.JobCreated)[0]
+			w.send(codec.CanDo, "resize")
+			w.send(codec.GrabJobUniq)
+			w.expect(codec.JobAssignUniq)
+			w.send(codec.WorkStatus, h, "1", "2")
+			w.send(codec.WorkData, h, "part")
+			w.send(codec.WorkComplete, h, "done")
+			cl.expect(codec.WorkStatus)
+			cl.expect(codec.WorkData)
+			cl.expect(codec.WorkComplete)
+			checkSpans(t, waitSpans(t, rec, 3), []string{
+				"T1 send resize producer parent=- links=[] status=Unset messaging.destination.name=resize messaging.message.body.size=3 messaging.message.conversation_id=u1 messaging.message.id=H:t:1 messaging.operation.name=SUBMIT_JOB messaging.operation.type=send messaging.system=gearman",
+				"T1 receive resize client parent=send resize links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=resize messaging.message.body.size=3 messaging.message.conversation_id=u1 messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN_UNIQ messaging.operation.type=receive messaging.system=gearman wait",
+				"T1 process resize consumer parent=send resize links=[] status=Unset jobgate.job.attempt=1 jobgate.job.outcome=completed messaging.destination.name=resize messaging.message.conversation_id=u1 messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN_UNIQ messaging.operation.type=process messaging.system=gearman wait events=WORK_STATUS{jobgate.work.denominator=2,jobgate.work.numerator=1};WORK_DATA{messaging.message.body.size=4}",
+			})
+		})
+	}
+}
+
+// TestGearmanTraceBackgroundRetry traces a background job whose first
+// worker disconnects mid-run and whose second reports WORK_FAIL; and a
+// refused submit.
+func TestGearmanTraceBackgroundRetry(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Gearman, tracing.Config{})
+	addr := startGearmanTraced(t, tr, false)
+	cl := gmDial(t, addr)
+	cl.send(codec.SubmitJobBg, "mail", "", "hello")
+	h := cl.expect(codec.JobCreated)[0]
+	w1 := gmDial(t, addr)
+	w1.send(codec.CanDo, "mail")
+	w1.send(codec.GrabJob)
+	w1.expect(codec.JobAssign)
+	w1.nc.Close()
+	waitSpans(t, rec, 3) // send, receive, process ended by the engine
+	w2 := gmDial(t, addr)
+	w2.send(codec.CanDo, "mail")
+	w2.send(codec.GrabJob)
+	w2.expect(codec.JobAssign)
+	w2.send(codec.WorkWarning, h, "careful")
+	w2.send(codec.WorkFail, h)
+	w2.sync()
+	// A submit the engine refuses: the function's queue is full.
+	cl.sendText("maxqueue full 1\n")
+	cl.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if f, err := cl.rd.ReadFrame(); err != nil || f.Kind != codec.KindText || string(f.Text) != "OK" {
+		t.Fatalf("maxqueue: %v %q %v", f.Kind, f.Text, err)
+	}
+	cl.send(codec.SubmitJobBg, "full", "", "1")
+	cl.expect(codec.JobCreated)
+	cl.send(codec.SubmitJobBg, "full", "", "2")
+	cl.expect(codec.Error)
+	checkSpans(t, waitSpans(t, rec, 7), []string{
+		"T1 send mail producer parent=- links=[] status=Unset messaging.destination.name=mail messaging.message.body.size=5 messaging.message.id=H:t:1 messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman",
+		"T1 receive mail client parent=send mail links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=mail messaging.message.body.size=5 messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman wait",
+		"T1 process mail consumer parent=send mail links=[] status=Error error.type=worker_lost jobgate.job.attempt=1 jobgate.job.outcome=failed messaging.destination.name=mail messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman wait",
+		"T1 receive mail client parent=send mail links=[=] status=Unset jobgate.job.attempt=2 messaging.destination.name=mail messaging.message.body.size=5 messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman wait",
+		"T1 process mail consumer parent=send mail links=[] status=Error error.type=WORK_FAIL jobgate.job.attempt=2 jobgate.job.outcome=failed messaging.destination.name=mail messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman wait events=retry{jobgate.job.attempt=2};WORK_WARNING{messaging.message.body.size=7}",
+		"T2 send full producer parent=- links=[] status=Unset messaging.destination.name=full messaging.message.body.size=1 messaging.message.id=H:t:2 messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman",
+		"T3 send full producer parent=- links=[] status=Error error.type=QUEUE_ERROR messaging.destination.name=full messaging.message.body.size=1 messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman",
+	})
+}
