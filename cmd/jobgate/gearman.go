@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // gearmanService is the Gearman server plus the journal it owns, closed
@@ -35,7 +36,7 @@ func (s *gearmanService) Shutdown(ctx context.Context) error {
 // newGearmanServer builds the Gearman server on a new in-process engine,
 // restoring its background jobs from the journal under data.dir; with
 // gearman backends configured it routes functions to them as a gateway.
-func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (protocolServer, error) {
+func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) (protocolServer, error) {
 	g := cfg.Gearman
 	log = log.With("service", "gearman")
 	sc := proxy.GearmanConfig{
@@ -51,6 +52,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 		},
 		Log:     log,
 		Metrics: m,
+		Tracer:  tr,
 	}
 	if g.AdminShutdown {
 		sc.OnShutdown = func(graceful bool) {

@@ -21,6 +21,7 @@ import (
 	"github.com/jobgate/jobgate/internal/logging"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/admin"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -79,7 +80,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 2
 	}
-	services, listenersBound, err := buildServices(cfg, log)
+	tp, err := startTracing(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return 1
+	}
+	defer stopTracing(tp, cfg.ShutdownTimeout, log) // after the servers stopped
+	services, listenersBound, err := buildServices(cfg, log, tp)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 1
@@ -171,21 +178,22 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // buildServices constructs a server for every enabled listener. The
 // returned flag turns ready once every listener is bound. Metrics are
 // collected only when the admin server is there to serve them.
-func buildServices(cfg *config.Config, log *slog.Logger) ([]service, *admin.Flag, error) {
+func buildServices(cfg *config.Config, log *slog.Logger, tp *tracing.Provider) ([]service, *admin.Flag, error) {
 	var m *metrics.Metrics
 	if cfg.Admin.Listen != "" {
 		m = metrics.New(metrics.Options{Version: version, Logger: log})
+		registerTracingMetrics(m, tp)
 	}
 	var services []service
 	if cfg.Gearman.Listen != "" {
-		srv, err := newGearmanServer(cfg, log, m)
+		srv, err := newGearmanServer(cfg, log, m, tracerFor(tp, tracing.Gearman))
 		if err != nil {
 			return nil, nil, fmt.Errorf("gearman: %w", err)
 		}
 		services = append(services, service{"gearman", cfg.Gearman.Listen, srv})
 	}
 	if cfg.Beanstalk.Listen != "" {
-		srv, err := newBeanstalkServer(cfg, log, m)
+		srv, err := newBeanstalkServer(cfg, log, m, tracerFor(tp, tracing.Beanstalk))
 		if err != nil {
 			return nil, nil, fmt.Errorf("beanstalk: %w", err)
 		}

@@ -8,14 +8,13 @@ import (
 )
 
 // notServedYet are the config sections and fields of features this build
-// does not run yet (TLS, auth, tracing, limits, routing to
-// upstreams). A config that sets one to anything but its default is
+// does not run yet (TLS, auth, limits, routing to upstreams). A config that sets one to anything but its default is
 // refused rather than silently ignored, so nobody believes they have, say,
 // TLS when they do not; a file that spells out the defaults (like
 // examples/config/default.yaml) still loads.
 var notServedYet = []string{
 	"gearman.tls_listen", "beanstalk.tls_listen", "admin.tls",
-	"limits", "tls", "auth", "tracing",
+	"limits", "tls", "auth",
 	"routes.beanstalk", "routes.beanstalk_default",
 }
 
