@@ -89,6 +89,7 @@ type gearmanGateway struct {
 	cfg    GearmanGateway
 	routed []*routing.Backend // every backend some rule or the default reaches, local first
 	local  bool               // the local backend is routed to
+	trace  *gwTrace           // nil: tracing off (gearman_gateway_trace.go)
 }
 
 func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, error) {
@@ -135,6 +136,7 @@ func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, er
 			return nil, fmt.Errorf("gearman gateway: backend %q (id %d) is not in the handle map", b.Name, b.ID)
 		}
 	}
+	gw.trace = newGwTrace(s.cfg.Tracer, s.cfg.TraceTableSize, gw.routed)
 	for _, h := range cfg.health {
 		h.Start()
 	}

@@ -78,6 +78,10 @@ type GearmanConfig struct {
 	// (gearman_trace.go). nil: no spans, at the cost of a nil check per
 	// request. The server sets the engine's TraceHook.
 	Tracer *tracing.Tracer
+	// TraceTableSize caps the jobs a gateway keeps trace state for
+	// (tracing.Table: creation context, deliveries, open span), evicting
+	// the least recently used. 0 means DefaultTraceTableSize.
+	TraceTableSize int
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
