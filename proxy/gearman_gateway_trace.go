@@ -11,10 +11,6 @@ import (
 	"github.com/jobgate/jobgate/tracing"
 )
 
-// DefaultTraceTableSize is how many jobs a Gearman gateway keeps trace
-// state for when GearmanConfig.TraceTableSize is zero.
-const DefaultTraceTableSize = 65536
-
 // gwTrace makes the spans of jobs that pass through a Gearman gateway
 // (tracing/doc.go says which call goes with which event). Upstream servers
 // store nothing of ours, so a job's creation context, delivery count and
@@ -51,7 +47,7 @@ func newGwTrace(tr *tracing.Tracer, size int, backends []*routing.Backend) *gwTr
 		return nil
 	}
 	if size <= 0 {
-		size = DefaultTraceTableSize
+		size = tracing.DefaultTableSize
 	}
 	t := &gwTrace{tr: tr, table: tracing.NewTable[string](size), addrs: map[*routing.Backend]gwAddr{}}
 	for _, b := range backends {

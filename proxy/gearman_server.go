@@ -80,7 +80,7 @@ type GearmanConfig struct {
 	Tracer *tracing.Tracer
 	// TraceTableSize caps the jobs a gateway keeps trace state for
 	// (tracing.Table: creation context, deliveries, open span), evicting
-	// the least recently used. 0 means DefaultTraceTableSize.
+	// the least recently used. 0 means tracing.DefaultTableSize.
 	TraceTableSize int
 }
 

@@ -53,6 +53,8 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, 
 		Log:     log,
 		Metrics: m,
 		Tracer:  tr,
+		// tracing.table_size (0: the default) bounds a gateway's trace state.
+		TraceTableSize: cfg.Tracing.TableSize,
 	}
 	if g.AdminShutdown {
 		sc.OnShutdown = func(graceful bool) {
