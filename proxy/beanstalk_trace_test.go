@@ -19,7 +19,7 @@ import (
 
 // startBeanstalkTraced serves Beanstalk with tracer tr on an engine built
 // from ecfg. The server stops at the end of the test or at stop.
-func startBeanstalkTraced(t *testing.T, tr *tracing.Tracer, ecfg engine.Config) (addr string, stop func()) {
+func startBeanstalkTraced(t testing.TB, tr *tracing.Tracer, ecfg engine.Config) (addr string, stop func()) {
 	t.Helper()
 	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ecfg, Tracer: tr})
 	if err != nil {

@@ -1,8 +1,10 @@
 package beanstalk
 
 import (
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/journal"
@@ -96,5 +98,45 @@ func TestTraceJournaled(t *testing.T) {
 	r := c.id(wire.ReserveJob, traced)
 	if string(r.Body) != "traced body" {
 		t.Fatalf("body %q", r.Body)
+	}
+}
+
+// TestTracedJobMemory measures the heap of a queued 100-byte job without
+// and with a creation context: tracing off must cost nothing per job (the
+// 96-byte job struct does not grow), and a traced job pays for its
+// side-map entry only.
+func TestTracedJobMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 2×100k jobs")
+	}
+	perJob := func(traced bool) float64 {
+		e := mustNew(Config{})
+		defer e.Close()
+		s := e.NewSession(nil)
+		defer s.Close()
+		cmd := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: make([]byte, 100)}
+		var r wire.Reply
+		const n = 100000
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < n; i++ {
+			if traced {
+				s.SetCreation(testCreation(byte(i) | 1))
+			}
+			s.Exec(&cmd, &r)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(e)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
+	}
+	plain, traced := perJob(false), perJob(true)
+	t.Logf("queued 100-byte job: %.0f bytes untraced, %.0f traced", plain, traced)
+	if unsafe.Sizeof(job{}) != 96 {
+		t.Errorf("job struct is %d bytes, want 96", unsafe.Sizeof(job{}))
+	}
+	if traced-plain > 160 {
+		t.Errorf("tracing adds %.0f bytes per job, want <= 160", traced-plain)
 	}
 }

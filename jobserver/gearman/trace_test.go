@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -114,5 +115,43 @@ func TestTraceJournaled(t *testing.T) {
 	}
 	if jt, ok := h2.e.JobTrace(id); !ok || jt.Creation != testCreation(5) || jt.BodySize != 6 {
 		t.Fatalf("after restart: %+v %v", jt, ok)
+	}
+}
+
+// TestTracedJobMemory measures the heap of a queued 100-byte background
+// job without and with a creation context: tracing off must cost nothing
+// per job (the job struct does not grow), and a traced job pays for its
+// side-map entry only.
+func TestTracedJobMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 2×100k jobs")
+	}
+	perJob := func(traced bool) float64 {
+		e, _ := New(Config{HandlePrefix: "H:bench"})
+		defer e.Stop()
+		c := e.NewSession(SessionInfo{}, &discard{})
+		submit := req(codec.SubmitJobBg, []byte("f"), nil, make([]byte, 100))
+		const n = 100000
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < n; i++ {
+			if traced {
+				c.SetCreation(testCreation(byte(i) | 1))
+			}
+			c.Handle(submit)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(e)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
+	}
+	plain, traced := perJob(false), perJob(true)
+	t.Logf("queued 100-byte background job: %.0f bytes untraced, %.0f traced", plain, traced)
+	if plain > 450 {
+		t.Errorf("%.0f bytes per untraced job, want <= 450", plain)
+	}
+	if traced-plain > 160 {
+		t.Errorf("tracing adds %.0f bytes per job, want <= 160", traced-plain)
 	}
 }

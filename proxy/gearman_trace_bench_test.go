@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/jobgate/jobgate/tracing"
+)
+
+// nopExporter drops every span (see discardExporter in the external
+// tests; this package's benchmarks need their own).
+type nopExporter struct{}
+
+func (nopExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (nopExporter) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkGearmanServerForegroundTracing is the event-loop foreground
+// benchmark with tracing off and at always_on (the real batch processor,
+// exporting to nothing): each job makes a send, a receive and a process
+// span.
+func BenchmarkGearmanServerForegroundTracing(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "always_on"}[on], func(b *testing.B) {
+			cfg := GearmanConfig{Engine: gearmanConfigForTest()}
+			if on {
+				p, err := tracing.New(context.Background(),
+					tracing.Config{Enabled: true, Sampler: tracing.SamplerAlwaysOn, ServiceName: "bench"},
+					tracing.WithExporter(nopExporter{}))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					_ = p.Shutdown(ctx)
+				})
+				cfg.Tracer = p.Tracer(tracing.Gearman)
+			}
+			runForegroundBench(b, startJobgateGearmanServer(b, cfg))
+		})
+	}
+}

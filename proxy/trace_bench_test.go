@@ -1,0 +1,60 @@
+package proxy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/tracing"
+)
+
+// discardExporter accepts and drops every span: the export side of a
+// benchmark costs what serialising nothing costs, so what is measured is
+// jobgate's span work and the SDK's batch processor.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// benchProvider returns a Provider with tracing on (sampler always_on,
+// the real batch processor) exporting to discardExporter, shut down with
+// the benchmark; or nil for "off".
+func benchProvider(b *testing.B, on bool) *tracing.Provider {
+	if !on {
+		return nil
+	}
+	p, err := tracing.New(context.Background(),
+		tracing.Config{Enabled: true, Sampler: tracing.SamplerAlwaysOn, ServiceName: "bench"},
+		tracing.WithExporter(discardExporter{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+		if d := p.Dropped(); d > 0 {
+			b.Logf("%d spans dropped", d)
+		}
+	})
+	return p
+}
+
+// BenchmarkBeanstalkServerCycleTracing is BenchmarkBeanstalkServerCycle
+// with tracing off and at always_on: each cycle makes a send, a receive
+// and a process span.
+func BenchmarkBeanstalkServerCycleTracing(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "always_on"}[on], func(b *testing.B) {
+			var tr *tracing.Tracer
+			if p := benchProvider(b, on); p != nil {
+				tr = p.Tracer(tracing.Beanstalk)
+			}
+			addr, _ := startBeanstalkTraced(b, tr, engine.Config{})
+			bsCycleBench(b, addr)
+		})
+	}
+}
