@@ -47,7 +47,7 @@ func TestHandoffOrderAndFlush(t *testing.T) {
 		if left == 0 {
 			// Wait for a hand-over in progress to finish.
 			p.proc.hand.passMu.Lock()
-			p.proc.hand.passMu.Unlock() //nolint:staticcheck // a barrier
+			p.proc.hand.passMu.Unlock()
 			break
 		}
 		if time.Now().After(deadline) {
