@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -141,6 +142,8 @@ func TestBinaryExportsTraces(t *testing.T) {
 				"└── process upper (CONSUMER) outcome=completed\n" +
 				"send emails (PRODUCER)\n" +
 				"├── receive emails (CLIENT)\n" +
+				"├── process emails (CONSUMER) outcome=released\n" +
+				"├── receive emails (CLIENT)\n" +
 				"└── process emails (CONSUMER) outcome=completed\n"
 			if shape := renderShape(sink.spans); shape != want {
 				t.Errorf("trace shape:\n%s\nwant:\n%s", shape, want)
@@ -171,7 +174,8 @@ func gearmanJob(t *testing.T, addr string) {
 	}
 }
 
-// beanstalkJob puts, reserves and deletes one job with go-beanstalk.
+// beanstalkJob puts one job with go-beanstalk, reserves and releases it,
+// then reserves, touches and deletes it.
 func beanstalkJob(t *testing.T, addr string) {
 	t.Helper()
 	c, err := gobeanstalk.DialTimeout("tcp", addr, 5*time.Second)
@@ -183,8 +187,19 @@ func beanstalkJob(t *testing.T, addr string) {
 	if _, err := tube.Put([]byte("hi"), 1, 0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := gobeanstalk.NewTubeSet(c, "emails").Reserve(5 * time.Second)
+	ts := gobeanstalk.NewTubeSet(c, "emails")
+	id, _, err := ts.Reserve(5 * time.Second)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The first attempt fails and puts the job back; the second finishes.
+	if err := c.Release(id, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if id, _, err = ts.Reserve(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Touch(id); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Delete(id); err != nil {
@@ -207,17 +222,17 @@ func spanTree(spans []*tracepb.Span) (roots []*tracepb.Span, children map[string
 			roots = append(roots, s)
 		}
 	}
+	// By start time; a receive span starts when the worker asked, before
+	// its process span, and ties (same clock reading) put receive first.
 	order := func(a, b *tracepb.Span) int {
 		if a.GetStartTimeUnixNano() != b.GetStartTimeUnixNano() {
-			return int(int64(a.GetStartTimeUnixNano()) - int64(b.GetStartTimeUnixNano()))
+			return cmp.Compare(a.GetStartTimeUnixNano(), b.GetStartTimeUnixNano())
 		}
-		return strings.Compare(a.GetName(), b.GetName())
+		return -strings.Compare(a.GetName(), b.GetName())
 	}
 	slices.SortFunc(roots, order)
 	for _, c := range children {
-		slices.SortFunc(c, func(a, b *tracepb.Span) int { // receive before process
-			return strings.Compare(a.GetName()[:2], b.GetName()[:2]) * -1
-		})
+		slices.SortFunc(c, order)
 	}
 	return roots, children
 }
