@@ -9,12 +9,14 @@ import (
 	"time"
 
 	gobeanstalk "github.com/beanstalkd/go-beanstalk"
+	"go.opentelemetry.io/otel/trace"
 
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/tracing"
+	"github.com/jobgate/jobgate/tracing/jobctx"
 )
 
 // startBeanstalkTraced serves Beanstalk with tracer tr on an engine built
@@ -158,4 +160,34 @@ func TestBeanstalkTraceAfterRestart(t *testing.T) {
 		"T1 receive default client parent=send default links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=default messaging.message.body.size=7 messaging.message.id=1 messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk wait",
 		"T1 process default consumer parent=send default links=[] status=Unset jobgate.job.attempt=1 jobgate.job.outcome=completed messaging.destination.name=default messaging.message.id=1 messaging.operation.name=reserve-with-timeout messaging.operation.type=process messaging.system=beanstalk wait",
 	})
+}
+
+// TestBeanstalkTracePayload: with payload_traceparent on, a reserved job's
+// body carries the process span's context, which jobctx.Extract gives the
+// worker back with the body as put; peek still shows the stored body.
+func TestBeanstalkTracePayload(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{PayloadTraceparent: true})
+	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
+	c := bsGoDial(t, addr)
+	id, err := c.Put([]byte(`{"w":800}`), 1, 0, time.Minute)
+	must(t, err)
+	_, body, err := c.Reserve(time.Second)
+	must(t, err)
+	if len(body) != len(`{"w":800}`)+jobctx.EnvelopeLen {
+		t.Fatalf("reserved body %q: no envelope", body)
+	}
+	ctx, got := jobctx.Extract(context.Background(), body)
+	if string(got) != `{"w":800}` {
+		t.Fatalf("extracted body %q", got)
+	}
+	if peeked, err := c.Peek(id); err != nil || string(peeked) != `{"w":800}` {
+		t.Fatalf("peek %q %v: the stored body must stay as put", peeked, err)
+	}
+	must(t, c.Delete(id))
+	spans := waitSpans(t, rec, 3)
+	proc := spans[2]
+	if proc.Name() != "process default" || trace.SpanContextFromContext(ctx).SpanID() != proc.SpanContext().SpanID() ||
+		trace.SpanContextFromContext(ctx).TraceID() != proc.SpanContext().TraceID() {
+		t.Fatalf("envelope carries %v, process span is %v", trace.SpanContextFromContext(ctx), proc.SpanContext())
+	}
 }

@@ -149,6 +149,14 @@ func (t *gwTrace) assignedLocked(s *gwSession, r *gwReply, b *routing.Backend, p
 		s.traced = map[string]struct{}{}
 	}
 	s.traced[h] = struct{}{}
+	// The payload envelope goes on the copy delivered to the worker only.
+	data := p.Args[len(p.Args)-1]
+	if wrapped, ok := t.tr.WrapPayload(nil, proc.SpanContext(), data); ok {
+		cp := *p
+		cp.Args = append([][]byte(nil), p.Args...)
+		cp.Args[len(cp.Args)-1] = wrapped
+		r.out = s.encodeLocked(r.out[:0], b, &cp)
+	}
 }
 
 // work records a WORK_* the worker sends for client-visible handle h.

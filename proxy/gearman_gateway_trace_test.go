@@ -7,12 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/tracing"
+	"github.com/jobgate/jobgate/tracing/jobctx"
 )
 
 // TestGearmanGatewayTrace traces a foreground job through a gateway to a
@@ -21,39 +25,7 @@ import (
 // process span before the retry's pair starts.
 func TestGearmanGatewayTrace(t *testing.T) {
 	up := testutil.StartGearmand(t)
-	c, err := config.Upstreams([]string{up}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range c.Backends {
-		c.Backends[i].HealthInterval = 0
-	}
-	g, err := proxy.NewGearmanGatewayFromConfig(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, rec := recordedTracer(t, tracing.Gearman, tracing.Config{})
-	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{
-		Engine: gearman.Config{HandlePrefix: "H:jobgate"}, Gateway: g, Tracer: tr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	})
-	addr := l.Addr().String()
+	addr, rec := startTracedGateway(t, up, tracing.Config{})
 
 	cl := gmDial(t, addr)
 	cl.send(codec.SubmitJob, "gw", "u7", "payload")
@@ -107,4 +79,67 @@ func TestGearmanGatewayTrace(t *testing.T) {
 		want[i] = strings.NewReplacer("HANDLE", h, "SERVER", server).Replace(want[i])
 	}
 	checkSpans(t, waitSpans(t, rec, 5), want)
+}
+
+// startTracedGateway serves a Gearman gateway to the gearmand at up,
+// traced with cfg's switches into the returned recorder.
+func startTracedGateway(t *testing.T, up string, cfg tracing.Config) (string, *tracetest.SpanRecorder) {
+	t.Helper()
+	c, err := config.Upstreams([]string{up}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.Backends {
+		c.Backends[i].HealthInterval = 0
+	}
+	g, err := proxy.NewGearmanGatewayFromConfig(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, rec := recordedTracer(t, tracing.Gearman, cfg)
+	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{
+		Engine: gearman.Config{HandlePrefix: "H:jobgate"}, Gateway: g, Tracer: tr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-served
+	})
+	return l.Addr().String(), rec
+}
+
+// TestGearmanGatewayTracePayload: with payload_traceparent on, the
+// worker's JOB_ASSIGN carries the process span's context in front of the
+// workload, and the upstream keeps the workload as submitted.
+func TestGearmanGatewayTracePayload(t *testing.T) {
+	up := testutil.StartGearmand(t)
+	addr, rec := startTracedGateway(t, up, tracing.Config{PayloadTraceparent: true})
+	cl := gmDial(t, addr)
+	cl.send(codec.SubmitJobBg, "gwp", "", "body")
+	h := cl.expect(codec.JobCreated)[0]
+	w := gmDial(t, addr)
+	w.send(codec.CanDo, "gwp")
+	w.send(codec.GrabJob)
+	a := w.expect(codec.JobAssign)
+	ctx, body := jobctx.Extract(context.Background(), []byte(a[2]))
+	if a[0] != h || string(body) != "body" || len(a[2]) != len("body")+jobctx.EnvelopeLen {
+		t.Fatalf("JOB_ASSIGN %q", a)
+	}
+	w.send(codec.WorkComplete, h, "")
+	spans := waitSpans(t, rec, 3)
+	if sc := trace.SpanContextFromContext(ctx); sc.SpanID() != spans[2].SpanContext().SpanID() || spans[2].Name() != "process gwp" {
+		t.Fatalf("envelope carries %v, process span %v", sc, spans[2].SpanContext())
+	}
 }
