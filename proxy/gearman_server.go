@@ -192,7 +192,6 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
 	}
-	s.wireTracing(cfg.Tracer)
 	if g := cfg.Gateway; g != nil && !g.Handles.Passthrough() {
 		gw, err := newGearmanGateway(s, g)
 		if err != nil {
@@ -201,6 +200,8 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 		}
 		s.gw = gw
 		s.cfg.Goroutines = true
+	} else {
+		s.wireTracing(cfg.Tracer) // a gateway traces its jobs itself
 	}
 	return s, nil
 }

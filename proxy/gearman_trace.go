@@ -8,6 +8,7 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/tracing"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // gearmanTrace makes the spans of the jobs of a GearmanServer's local
@@ -28,9 +29,40 @@ type gearmanTrace struct {
 	mu  sync.Mutex
 	// open is the process span of every running traced job.
 	open map[uint64]tracing.Process
+	// early holds process spans started at assignment, inside the engine,
+	// to put their context in the payload envelope (JobAssigning), until
+	// the grab's handling picks them up (assigned). Guarded by mu.
+	early map[uint64]tracing.Process
+	wrap  []byte // the last envelope; guarded by the engine's lock
 }
 
-var _ gearman.TraceHook = (*gearmanTrace)(nil)
+var (
+	_ gearman.TraceHook  = (*gearmanTrace)(nil)
+	_ gearman.AssignHook = (*gearmanTrace)(nil)
+)
+
+// gearmanReturns is the engine hook when the payload envelope is off: it
+// is not an AssignHook, so the engine does not call out at assignment.
+type gearmanReturns struct{ gt *gearmanTrace }
+
+// JobReturned is gearmanTrace.JobReturned.
+func (r gearmanReturns) JobReturned(id uint64, why gearman.ReturnReason) { r.gt.JobReturned(id, why) }
+
+// JobAssigning starts the process span of traced job id as the engine
+// assigns it, and returns its workload inside a traceparent envelope. It
+// runs under the engine lock, only with payload_traceparent on.
+func (gt *gearmanTrace) JobAssigning(id uint64, jt gearman.JobTrace, data []byte) []byte {
+	cr := tracing.Creation(jt.Creation)
+	_, p := gt.tr.StartProcess(context.Background(), cr, gt.message(id, "", jt, time.Time{}))
+	gt.mu.Lock()
+	gt.early[id] = p
+	gt.mu.Unlock()
+	if w, ok := gt.tr.WrapPayload(gt.wrap[:0], p.SpanContext(), data); ok {
+		gt.wrap = w
+		return w
+	}
+	return data
+}
 
 // wireTracing makes s trace its local engine's jobs with tr; a nil tr
 // leaves tracing off.
@@ -38,8 +70,14 @@ func (s *GearmanServer) wireTracing(tr *tracing.Tracer) {
 	if tr == nil {
 		return
 	}
-	s.trace = &gearmanTrace{tr: tr, eng: s.engine, open: make(map[uint64]tracing.Process)}
-	s.engine.SetTraceHook(s.trace)
+	gt := &gearmanTrace{tr: tr, eng: s.engine, open: make(map[uint64]tracing.Process)}
+	s.trace = gt
+	if tr.PayloadTraceparent() {
+		gt.early = make(map[uint64]tracing.Process)
+		s.engine.SetTraceHook(gt)
+	} else {
+		s.engine.SetTraceHook(gearmanReturns{gt})
+	}
 }
 
 // isSubmit reports whether t creates a job.
@@ -116,20 +154,34 @@ func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
 	case codec.GrabJobAll:
 		op = "JOB_ASSIGN_ALL"
 	}
-	m := tracing.Message{
-		Operation: op, Destination: jt.Function, ID: string(gt.eng.AppendHandle(nil, id)),
-		ConversationID: jt.Unique, BodySize: jt.BodySize, Enqueued: jt.Ready,
-		Attempt: jt.Attempt, Start: start,
-	}
+	m := gt.message(id, op, jt, start)
 	ctx := context.Background()
 	gt.tr.Receive(ctx, cr, m)
-	_, p := gt.tr.StartProcess(ctx, cr, m)
+	gt.mu.Lock()
+	p, early := gt.early[id]
+	delete(gt.early, id)
+	gt.mu.Unlock()
+	if early {
+		// Started inside the engine for the envelope; name its operation now.
+		p.Span().SetAttributes(semconv.MessagingOperationName(op))
+	} else {
+		_, p = gt.tr.StartProcess(ctx, cr, m)
+	}
 	gt.mu.Lock()
 	old := gt.open[id]
 	gt.open[id] = p
 	gt.mu.Unlock()
 	// A span still open here lost its end in a race with the engine.
 	old.Fail(tracing.ErrorWorkerLost)
+}
+
+// message describes traced job id for its receive and process spans.
+func (gt *gearmanTrace) message(id uint64, op string, jt gearman.JobTrace, start time.Time) tracing.Message {
+	return tracing.Message{
+		Operation: op, Destination: jt.Function, ID: string(gt.eng.AppendHandle(nil, id)),
+		ConversationID: jt.Unique, BodySize: jt.BodySize, Enqueued: jt.Ready,
+		Attempt: jt.Attempt, Start: start,
+	}
 }
 
 // work records a WORK_* packet the engine accepted from the job's worker.

@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/tracing"
+	"github.com/jobgate/jobgate/tracing/jobctx"
 )
 
 // startGearmanTraced serves Gearman from a local engine traced by tr.
@@ -108,5 +111,34 @@ func TestGearmanTraceBackgroundRetry(t *testing.T) {
 		"T1 process mail consumer parent=send mail links=[] status=Error error.type=WORK_FAIL jobgate.job.attempt=2 jobgate.job.outcome=failed messaging.destination.name=mail messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman wait events=retry{jobgate.job.attempt=2};WORK_WARNING{messaging.message.body.size=7}",
 		"T2 send full producer parent=- links=[] status=Unset messaging.destination.name=full messaging.message.body.size=1 messaging.message.id=H:t:2 messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman",
 		"T3 send full producer parent=- links=[] status=Error error.type=QUEUE_ERROR messaging.destination.name=full messaging.message.body.size=1 messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman",
+	})
+}
+
+// TestGearmanTracePayload: with payload_traceparent on, a local job's
+// JOB_ASSIGN carries the process span's context in front of the workload,
+// which jobctx.Extract gives back as submitted; the spans are as without it.
+func TestGearmanTracePayload(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Gearman, tracing.Config{PayloadTraceparent: true})
+	addr := startGearmanTraced(t, tr, false)
+	cl, w := gmDial(t, addr), gmDial(t, addr)
+	cl.send(codec.SubmitJob, "resize", "", "img")
+	h := cl.expect(codec.JobCreated)[0]
+	w.send(codec.CanDo, "resize")
+	w.send(codec.GrabJob)
+	a := w.expect(codec.JobAssign)
+	ctx, body := jobctx.Extract(context.Background(), []byte(a[2]))
+	if string(body) != "img" || len(a[2]) != 3+jobctx.EnvelopeLen {
+		t.Fatalf("JOB_ASSIGN %q", a)
+	}
+	w.send(codec.WorkComplete, h, "ok")
+	cl.expect(codec.WorkComplete)
+	spans := waitSpans(t, rec, 3)
+	if sc := trace.SpanContextFromContext(ctx); sc.SpanID() != spans[2].SpanContext().SpanID() {
+		t.Fatalf("envelope carries %v, process span %v", sc, spans[2].SpanContext())
+	}
+	checkSpans(t, spans, []string{
+		"T1 send resize producer parent=- links=[] status=Unset messaging.destination.name=resize messaging.message.body.size=3 messaging.message.id=H:t:1 messaging.operation.name=SUBMIT_JOB messaging.operation.type=send messaging.system=gearman",
+		"T1 receive resize client parent=send resize links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=resize messaging.message.body.size=3 messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman wait",
+		"T1 process resize consumer parent=send resize links=[] status=Unset jobgate.job.attempt=1 jobgate.job.outcome=completed messaging.destination.name=resize messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman wait",
 	})
 }

@@ -155,6 +155,7 @@ type Engine struct {
 	traces         map[uint64]*jobTrace // guarded by mu
 	submitCreation Creation             // guarded by mu
 	thook          TraceHook            // guarded by mu
+	ahook          AssignHook           // guarded by mu; thook, if it is one
 
 	// Persistence (persist.go, held.go); unused without a journal.
 	jr            Journal    // cfg.Journal

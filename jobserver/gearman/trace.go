@@ -70,11 +70,22 @@ type JobTrace struct {
 	BodySize int
 }
 
-// SetTraceHook makes h (nil: none) receive traced jobs' returns.
+// AssignHook, when the TraceHook also implements it, sees each traced
+// job's workload as it is assigned and may return another to send in its
+// JOB_ASSIGN* instead (the proxy's payload traceparent envelope). The
+// stored job is unchanged. It is called with the engine lock held; the
+// returned slice must stay valid until the next call.
+type AssignHook interface {
+	JobAssigning(id uint64, jt JobTrace, data []byte) []byte
+}
+
+// SetTraceHook makes h (nil: none) receive traced jobs' returns, and
+// their assignments if it is an AssignHook.
 func (e *Engine) SetTraceHook(h TraceHook) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.thook = h
+	e.ahook, _ = h.(AssignHook)
 }
 
 // SetCreation gives the session's next submit the creation context c,
@@ -125,6 +136,11 @@ func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	if tr == nil || j == nil {
 		return JobTrace{}, false
 	}
+	return e.jobTraceOf(j, tr), true
+}
+
+// jobTraceOf describes traced job j.
+func (e *Engine) jobTraceOf(j *job, tr *jobTrace) JobTrace {
 	jt := JobTrace{
 		Creation: tr.creation,
 		Function: j.fn.name,
@@ -135,7 +151,18 @@ func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	if tr.ready != 0 {
 		jt.Ready = time.Unix(0, tr.ready)
 	}
-	return jt, true
+	return jt
+}
+
+// assignData returns the workload to send in j's JOB_ASSIGN*: its own, or
+// what the AssignHook makes of it for a traced job.
+func (e *Engine) assignData(j *job) []byte {
+	if e.ahook != nil {
+		if tr := e.traceOf(j.id); tr != nil {
+			return e.ahook.JobAssigning(j.id, e.jobTraceOf(j, tr), j.data())
+		}
+	}
+	return j.data()
 }
 
 // traceOf returns job id's trace, or nil.

@@ -115,13 +115,17 @@ func (s *Session) grab(t codec.Type) {
 	h := e.handle(e.scratch[:0], j)
 	e.scratch = h
 	fn := unsafeBytes(j.fn.name)
+	data := j.data()
+	if e.ahook != nil {
+		data = e.assignData(j)
+	}
 	switch {
 	case t == codec.GrabJob:
-		e.emit(s, codec.JobAssign, h, fn, j.data())
+		e.emit(s, codec.JobAssign, h, fn, data)
 	case t == codec.GrabJobAll && j.reducer != nil:
-		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer), j.data())
+		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer), data)
 	default:
-		e.emit(s, codec.JobAssignUniq, h, fn, j.unique(), j.data())
+		e.emit(s, codec.JobAssignUniq, h, fn, j.unique(), data)
 	}
 }
 
