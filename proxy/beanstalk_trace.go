@@ -45,7 +45,8 @@ func (s *BeanstalkServer) wireTracing(tr *tracing.Tracer) {
 // beanstalkConnTrace is one connection's tracing state, owned by its
 // serve goroutine.
 type beanstalkConnTrace struct {
-	send  tracing.Send // the put being made
+	send  tracing.Send    // the put being made
+	cmd   tracing.Command // the stats or peek command being answered
 	start time.Time    // when the current command was read
 	wrap  []byte       // the payload envelope buffer of the last RESERVED
 }
@@ -54,6 +55,14 @@ type beanstalkConnTrace struct {
 // hands the creation context to the engine.
 func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, cmd *wire.Command) {
 	ct.start = time.Now()
+	if isBeanstalkStatsVerb(cmd.Verb) {
+		if bt.tr.CommandSpans() {
+			_, ct.cmd = bt.tr.StartCommand(context.Background(), tracing.Message{
+				Operation: cmd.Verb.String(), Destination: string(cmd.Tube), Start: ct.start,
+			})
+		}
+		return
+	}
 	if cmd.Verb != wire.Put {
 		return
 	}
@@ -67,6 +76,17 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 	}
 }
 
+// isBeanstalkStatsVerb reports whether v is a stats, list or peek
+// command: the monitoring commands that get a span with command_spans on.
+func isBeanstalkStatsVerb(v wire.Verb) bool {
+	switch v {
+	case wire.Stats, wire.StatsTube, wire.StatsJob, wire.ListTubes, wire.ListTubeUsed, wire.ListTubesWatched,
+		wire.Peek, wire.PeekReady, wire.PeekDelayed, wire.PeekBuried:
+		return true
+	}
+	return false
+}
+
 // rejectedPut records a put the codec refused (JOB_TOO_BIG,
 // EXPECTED_CRLF): a send span that failed at once.
 func (bt *beanstalkTrace) rejectedPut(sess *engine.Session, kind wire.ReplyKind) {
@@ -78,6 +98,15 @@ func (bt *beanstalkTrace) rejectedPut(sess *engine.Session, kind wire.ReplyKind)
 // after runs once cmd has its reply r, before r is written. It may point
 // r.Body at ct.wrap (payload envelope), valid until the next command.
 func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wire.Reply) {
+	if isBeanstalkStatsVerb(cmd.Verb) {
+		errType := ""
+		if r.Kind != wire.OK && r.Kind != wire.Found {
+			errType = r.Kind.String()
+		}
+		ct.cmd.End(errType)
+		ct.cmd = tracing.Command{}
+		return
+	}
 	switch cmd.Verb {
 	case wire.Put:
 		if r.Kind == wire.Inserted {

@@ -191,3 +191,22 @@ func TestBeanstalkTracePayload(t *testing.T) {
 		t.Fatalf("envelope carries %v, process span is %v", trace.SpanContextFromContext(ctx), proc.SpanContext())
 	}
 }
+
+// TestBeanstalkTraceCommandSpans: with command_spans on, stats and peek
+// commands get a SERVER span each, failed ones with error.type; off (the
+// other tests), they get none.
+func TestBeanstalkTraceCommandSpans(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{CommandSpans: true})
+	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
+	c := bsGoDial(t, addr)
+	if _, err := c.Stats(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gobeanstalk.NewTube(c, "t1").Stats(); err == nil {
+		t.Fatal("stats-tube of an unknown tube succeeded")
+	}
+	checkSpans(t, waitSpans(t, rec, 2), []string{
+		"T1 stats server parent=- links=[] status=Unset messaging.operation.name=stats messaging.system=beanstalk",
+		"T2 stats-tube server parent=- links=[] status=Error error.type=NOT_FOUND messaging.destination.name=t1 messaging.operation.name=stats-tube messaging.system=beanstalk",
+	})
+}

@@ -356,7 +356,7 @@ func (c *gearmanConn) readLoop() {
 		case codec.KindPacket:
 			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
-			err = c.sess.HandleText(f.Text)
+			err = c.handleText(f.Text)
 		}
 		if c.srv.metrics != nil {
 			c.countFrame(&f, err)

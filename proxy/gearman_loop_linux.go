@@ -327,7 +327,7 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 		case codec.KindPacket:
 			err = c.handlePacket(&f.Packet)
 		case codec.KindText:
-			err = c.sess.HandleText(f.Text)
+			err = c.handleText(f.Text)
 		}
 		if c.srv.metrics != nil {
 			c.countFrame(&f, err)

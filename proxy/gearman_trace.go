@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -225,4 +226,24 @@ func (gt *gearmanTrace) take(id uint64) tracing.Process {
 // lock; ending a span only queues it (the export queue never blocks).
 func (gt *gearmanTrace) JobReturned(id uint64, why gearman.ReturnReason) {
 	gt.take(id).Fail(why.String())
+}
+
+// handleText hands an admin text line to the session, in a SERVER span
+// named after its command when command_spans is on (the server's Tracer,
+// gateway or not). The span ends when the line is handled; a gateway's
+// merged answers may still be on their way.
+func (c *gearmanConn) handleText(line []byte) error {
+	tr := c.srv.cfg.Tracer
+	if !tr.CommandSpans() {
+		return c.sess.HandleText(line)
+	}
+	word, _, _ := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+	_, cmd := tr.StartCommand(context.Background(), tracing.Message{Operation: string(word)})
+	err := c.sess.HandleText(line)
+	if err != nil {
+		cmd.End("error")
+	} else {
+		cmd.End("")
+	}
+	return err
 }

@@ -142,3 +142,19 @@ func TestGearmanTracePayload(t *testing.T) {
 		"T1 process resize consumer parent=send resize links=[] status=Unset jobgate.job.attempt=1 jobgate.job.outcome=completed messaging.destination.name=resize messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman wait",
 	})
 }
+
+// TestGearmanTraceCommandSpans: with command_spans on, an admin text
+// command gets a SERVER span named after it.
+func TestGearmanTraceCommandSpans(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Gearman, tracing.Config{CommandSpans: true})
+	addr := startGearmanTraced(t, tr, false)
+	c := gmDial(t, addr)
+	c.sendText("status\n")
+	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if f, err := c.rd.ReadFrame(); err != nil || f.Kind != codec.KindText {
+		t.Fatalf("status: %v %v", f.Kind, err)
+	}
+	checkSpans(t, waitSpans(t, rec, 1), []string{
+		"T1 status server parent=- links=[] status=Unset messaging.operation.name=status messaging.system=gearman",
+	})
+}
