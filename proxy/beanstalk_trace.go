@@ -47,8 +47,8 @@ func (s *BeanstalkServer) wireTracing(tr *tracing.Tracer) {
 type beanstalkConnTrace struct {
 	send  tracing.Send    // the put being made
 	cmd   tracing.Command // the stats or peek command being answered
-	start time.Time    // when the current command was read
-	wrap  []byte       // the payload envelope buffer of the last RESERVED
+	start time.Time       // when the current command was read
+	wrap  []byte          // the payload envelope buffer of the last RESERVED
 }
 
 // before runs before sess executes cmd: a put starts its send span and
