@@ -66,13 +66,12 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 	if cmd.Verb != wire.Put {
 		return
 	}
-	ct.send = bt.tr.StartSend(context.Background(), tracing.Message{
-		Operation: "put", Destination: sess.Using(), BodySize: len(cmd.Body), Start: ct.start,
-	})
-	// Only sampled jobs cost the engine memory: the receive and process
-	// spans of the others would not be recorded anyway (parent-based).
-	if c := ct.send.Creation(); c.IsSampled() {
-		sess.SetCreation(engine.Creation(c))
+	// Unsampled jobs cost no lookups and no engine memory: their receive
+	// and process spans would not be recorded anyway (parent-based).
+	ct.send = bt.tr.StartSendBare(context.Background(), ct.start)
+	if ct.send.Recording() {
+		ct.send.Describe(tracing.Message{Operation: "put", Destination: sess.Using(), BodySize: len(cmd.Body)})
+		sess.SetCreation(engine.Creation(ct.send.Creation()))
 	}
 }
 
@@ -109,7 +108,9 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 	}
 	switch cmd.Verb {
 	case wire.Put:
-		if r.Kind == wire.Inserted {
+		if !ct.send.Recording() {
+			ct.send.End()
+		} else if r.Kind == wire.Inserted {
 			ct.send.Created(strconv.FormatUint(r.ID, 10))
 		} else {
 			ct.send.Fail(r.Kind.String())

@@ -68,13 +68,17 @@ func newGwTrace(tr *tracing.Tracer, size int, backends []*routing.Backend) *gwTr
 // submit starts the send span of SUBMIT_* p, received at start and about
 // to go to backend b, and keeps it on r until the reply.
 func (t *gwTrace) submit(r *gwReply, p *codec.Packet, b *routing.Backend, start time.Time) {
+	send := t.tr.StartSendBare(context.Background(), start)
+	if !send.Recording() {
+		send.End() // unsampled: nothing to keep for this job
+		return
+	}
 	a := t.addrs[b]
-	r.trace = &gwJobTrace{start: start}
-	r.trace.send = t.tr.StartSend(context.Background(), tracing.Message{
+	send.Describe(tracing.Message{
 		Operation: p.Type.String(), Destination: string(p.Function()), ConversationID: string(p.Arg(1)),
-		BodySize: len(p.Data()), ServerAddress: a.host, ServerPort: a.port, Start: start,
+		BodySize: len(p.Data()), ServerAddress: a.host, ServerPort: a.port,
 	})
-	r.trace.cr = r.trace.send.Creation()
+	r.trace = &gwJobTrace{start: start, send: send, cr: send.Creation()}
 }
 
 // refused records a SUBMIT_* no backend took.

@@ -101,14 +101,15 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	switch t := p.Type; {
 	case isSubmit(t) && len(p.Args) >= 3:
 		start = time.Now()
-		send = gt.tr.StartSend(context.Background(), tracing.Message{
-			Operation: t.String(), Destination: string(p.Args[0]), ConversationID: string(p.Args[1]),
-			BodySize: len(p.Args[len(p.Args)-1]), Start: start,
-		})
-		// Only sampled jobs cost the engine memory: the spans of the
-		// others would not be recorded anyway (parent-based sampling).
-		if cr := send.Creation(); cr.IsSampled() {
-			sess.SetCreation(gearman.Creation(cr))
+		// Unsampled jobs copy no strings and cost the engine no memory:
+		// their spans would not be recorded anyway (parent-based).
+		send = gt.tr.StartSendBare(context.Background(), start)
+		if send.Recording() {
+			send.Describe(tracing.Message{
+				Operation: t.String(), Destination: string(p.Args[0]), ConversationID: string(p.Args[1]),
+				BodySize: len(p.Args[len(p.Args)-1]),
+			})
+			sess.SetCreation(gearman.Creation(send.Creation()))
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
 		start = time.Now()
@@ -119,7 +120,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 		return err
 	}
 	switch t := p.Type; {
-	case isSubmit(t):
+	case isSubmit(t) && send.Recording():
 		if id := sess.LastJob(); id != 0 {
 			send.Created(string(c.srv.engine.AppendHandle(nil, id)))
 		} else if code := sess.LastError(); code != "" {
@@ -128,7 +129,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 			send.End()
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
-		if id := sess.LastJob(); id != 0 {
+		if id := sess.LastJob(); id != 0 && sess.LastJobTraced() {
 			gt.assigned(id, t, start)
 		}
 	case t == codec.WorkStatus || t == codec.WorkData || t == codec.WorkWarning ||

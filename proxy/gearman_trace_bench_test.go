@@ -27,16 +27,21 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkGearmanServerForegroundTracing is the event-loop foreground
-// benchmark with tracing off and at always_on (the real batch processor,
-// exporting to nothing): each job makes a send, a receive and a process
-// span.
+// benchmark with tracing off, on but sampling no job (always_off: the cost
+// of an unsampled job), and at always_on (the real batch processor,
+// exporting to nothing): each sampled job makes a send, a receive and a
+// process span.
 func BenchmarkGearmanServerForegroundTracing(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(map[bool]string{false: "off", true: "always_on"}[on], func(b *testing.B) {
+	for _, sampler := range []string{"", tracing.SamplerAlwaysOff, tracing.SamplerAlwaysOn} {
+		name := sampler
+		if name == "" {
+			name = "off"
+		}
+		b.Run(name, func(b *testing.B) {
 			cfg := GearmanConfig{Engine: gearmanConfigForTest()}
-			if on {
+			if sampler != "" {
 				p, err := tracing.New(context.Background(),
-					tracing.Config{Enabled: true, Sampler: tracing.SamplerAlwaysOn, ServiceName: "bench"},
+					tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench"},
 					tracing.WithExporter(nopExporter{}))
 				if err != nil {
 					b.Fatal(err)

@@ -20,15 +20,15 @@ type discardExporter struct{}
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
-// benchProvider returns a Provider with tracing on (sampler always_on,
+// benchProvider returns a Provider with tracing on (the sampler given,
 // the real batch processor) exporting to discardExporter, shut down with
-// the benchmark; or nil for "off".
-func benchProvider(b *testing.B, on bool) *tracing.Provider {
-	if !on {
+// the benchmark; or nil for no sampler (tracing off).
+func benchProvider(b *testing.B, sampler string) *tracing.Provider {
+	if sampler == "" {
 		return nil
 	}
 	p, err := tracing.New(context.Background(),
-		tracing.Config{Enabled: true, Sampler: tracing.SamplerAlwaysOn, ServiceName: "bench"},
+		tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench"},
 		tracing.WithExporter(discardExporter{}))
 	if err != nil {
 		b.Fatal(err)
@@ -63,13 +63,17 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkBeanstalkServerCycleTracing is BenchmarkBeanstalkServerCycle
-// with tracing off and at always_on: each cycle makes a send, a receive
-// and a process span.
+// with tracing off, on but sampling nothing (always_off) and at always_on:
+// each sampled cycle makes a send, a receive and a process span.
 func BenchmarkBeanstalkServerCycleTracing(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(map[bool]string{false: "off", true: "always_on"}[on], func(b *testing.B) {
+	for _, sampler := range []string{"", tracing.SamplerAlwaysOff, tracing.SamplerAlwaysOn} {
+		name := sampler
+		if name == "" {
+			name = "off"
+		}
+		b.Run(name, func(b *testing.B) {
 			var tr *tracing.Tracer
-			if p := benchProvider(b, on); p != nil {
+			if p := benchProvider(b, sampler); p != nil {
 				tr = p.Tracer(tracing.Beanstalk)
 			}
 			addr, _ := startBeanstalkTraced(b, tr, engine.Config{})

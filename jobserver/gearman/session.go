@@ -34,6 +34,7 @@ type Session struct {
 	outcome      Outcome    // of the last Handle; written only by Handle (observe.go)
 	creation     Creation   // for the next submit; owned by Handle's caller (trace.go)
 	lastJob      uint64     // the job of the last Handle; written only by Handle (trace.go)
+	lastTraced   bool       // lastJob is traced; written only by Handle
 	lastErr      string     // the ERROR code of the last Handle; written only by Handle
 }
 
@@ -164,7 +165,7 @@ func (s *Session) Handle(p *codec.Packet) error {
 	e := s.e
 	e.mu.Lock()
 	s.outcome = OutcomeOK
-	s.lastJob, s.lastErr = 0, ""
+	s.lastJob, s.lastErr, s.lastTraced = 0, "", false
 	e.handling = s
 	err := s.handleLocked(p)
 	e.handling = nil

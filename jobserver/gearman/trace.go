@@ -99,6 +99,10 @@ func (s *Session) SetCreation(c Creation) { s.creation = c }
 // Handle, after it returned.
 func (s *Session) LastJob() uint64 { return s.lastJob }
 
+// LastJobTraced reports whether LastJob is a traced job, as of the last
+// Handle; so the proxy asks JobTrace only for those. Same rules as LastJob.
+func (s *Session) LastJobTraced() bool { return s.lastTraced }
+
 // LastError returns the ERROR code of the last Handle's reply to its
 // session, or "" when it sent none. Same rules as LastJob.
 func (s *Session) LastError() string { return s.lastErr }

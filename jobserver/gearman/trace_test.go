@@ -58,8 +58,8 @@ func TestTraceKeptWithJob(t *testing.T) {
 	w.rec.take()
 	w.send(codec.GrabJob)
 	w.expect("JOB_ASSIGN " + traced + " f traced")
-	if w.s.LastJob() != id {
-		t.Fatalf("LastJob after grab %d, want %d", w.s.LastJob(), id)
+	if w.s.LastJob() != id || !w.s.LastJobTraced() {
+		t.Fatalf("LastJob after grab %d (traced %v), want %d", w.s.LastJob(), w.s.LastJobTraced(), id)
 	}
 	h.clk.Advance(2 * time.Second) // both time out; only the traced one is reported
 	if len(ret) != 1 || ret[0] != "timeout" {
