@@ -65,6 +65,16 @@ func newGwTrace(tr *tracing.Tracer, size int, backends []*routing.Backend) *gwTr
 	return t
 }
 
+// TraceEvicted returns how many jobs a traced gateway dropped from its
+// table of traced jobs because it was full (tracing.table_size); 0 for a
+// server that is not a traced gateway. It only grows.
+func (s *GearmanServer) TraceEvicted() uint64 {
+	if s.gw == nil || s.gw.trace == nil {
+		return 0
+	}
+	return s.gw.trace.table.Evicted()
+}
+
 // submit starts the send span of SUBMIT_* p, received at start and about
 // to go to backend b, and keeps it on r until the reply.
 func (t *gwTrace) submit(r *gwReply, p *codec.Packet, b *routing.Backend, start time.Time) {

@@ -93,6 +93,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, 
 	if fj != nil {
 		log.Info("jobs restored", "jobs", fj.Restored())
 	}
+	registerEvictedMetric(m, srv, tr)
 	return &gearmanService{GearmanServer: srv, journal: fj}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/tracing"
 )
 
@@ -53,6 +54,18 @@ func registerTracingMetrics(m *metrics.Metrics, p *tracing.Provider) {
 			Help: "Spans lost because their export failed after the exporter's retries.",
 		}, func() float64 { return float64(p.ExportFailed()) }),
 	)
+}
+
+// registerEvictedMetric exports how many traced upstream jobs a Gearman
+// gateway forgot because its table (tracing.table_size) was full.
+func registerEvictedMetric(m *metrics.Metrics, srv *proxy.GearmanServer, tr *tracing.Tracer) {
+	if m == nil || tr == nil {
+		return
+	}
+	m.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "jobgate_trace_table_evicted_total",
+		Help: "Traced jobs on upstream servers whose trace state the gateway dropped because tracing.table_size was reached.",
+	}, func() float64 { return float64(srv.TraceEvicted()) }))
 }
 
 // stopTracing flushes the spans still queued, within timeout, once the
