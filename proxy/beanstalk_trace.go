@@ -125,8 +125,11 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 			bt.take(cmd.ID).Complete()
 		}
 	case wire.Release:
-		if r.Kind == wire.Released || r.Kind == wire.Buried {
+		switch r.Kind {
+		case wire.Released:
 			bt.take(cmd.ID).Release(cmd.Pri, time.Duration(cmd.Delay)*time.Second)
+		case wire.Buried: // released into a server out of memory: buried instead
+			bt.take(cmd.ID).Bury(cmd.Pri)
 		}
 	case wire.Bury:
 		if r.Kind == wire.Buried {
