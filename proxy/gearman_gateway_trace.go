@@ -141,7 +141,7 @@ func (t *gwTrace) assignedLocked(s *gwSession, r *gwReply, b *routing.Backend, p
 	a := t.addrs[b]
 	m := tracing.Message{
 		Operation: p.Type.String(), Destination: string(p.Arg(1)), ID: h,
-		BodySize: len(p.Args[len(p.Args)-1]), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,
+		BodySize: len(p.Data()), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,
 		ServerAddress: a.host, ServerPort: a.port, Start: r.trace.start,
 	}
 	if p.Type != codec.JobAssign {
@@ -164,8 +164,7 @@ func (t *gwTrace) assignedLocked(s *gwSession, r *gwReply, b *routing.Backend, p
 	}
 	s.traced[h] = struct{}{}
 	// The payload envelope goes on the copy delivered to the worker only.
-	data := p.Args[len(p.Args)-1]
-	if wrapped, ok := t.tr.WrapPayload(nil, proc.SpanContext(), data); ok {
+	if wrapped, ok := t.tr.WrapPayload(nil, proc.SpanContext(), p.Data()); ok && len(p.Args) > 0 {
 		cp := *p
 		cp.Args = append([][]byte(nil), p.Args...)
 		cp.Args[len(cp.Args)-1] = wrapped

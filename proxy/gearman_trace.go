@@ -107,7 +107,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 		if send.Recording() {
 			send.Describe(tracing.Message{
 				Operation: t.String(), Destination: string(p.Args[0]), ConversationID: string(p.Args[1]),
-				BodySize: len(p.Args[len(p.Args)-1]),
+				BodySize: len(p.Data()),
 			})
 			sess.SetCreation(gearman.Creation(send.Creation()))
 		}
