@@ -2,7 +2,9 @@ package proxy_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/tracing"
 	"github.com/jobgate/jobgate/tracing/jobctx"
@@ -18,8 +21,16 @@ import (
 // startGearmanTraced serves Gearman from a local engine traced by tr.
 func startGearmanTraced(t *testing.T, tr *tracing.Tracer, goroutines bool) string {
 	t.Helper()
+	addr, _ := startGearmanTracedOn(t, tr, gearman.Config{HandlePrefix: "H:t"}, goroutines)
+	return addr
+}
+
+// startGearmanTracedOn is startGearmanTraced on an engine built from ecfg;
+// the server stops at the end of the test or at stop.
+func startGearmanTracedOn(t *testing.T, tr *tracing.Tracer, ecfg gearman.Config, goroutines bool) (addr string, stop func()) {
+	t.Helper()
 	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{
-		Engine:     gearman.Config{HandlePrefix: "H:t"},
+		Engine:     ecfg,
 		Goroutines: goroutines,
 		Tracer:     tr,
 	})
@@ -32,15 +43,58 @@ func startGearmanTraced(t *testing.T, tr *tracing.Tracer, goroutines bool) strin
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+			<-served
+		})
+	}
+	t.Cleanup(stop)
+	return l.Addr().String(), stop
+}
+
+// TestGearmanTraceAfterRestart submits a traced background job to a
+// journaled server, stops it, serves the same journal again and runs the
+// job there: its receive and process spans join the first run's send span.
+func TestGearmanTraceAfterRestart(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Gearman, tracing.Config{})
+	dir := t.TempDir()
+	run := func() (string, func()) {
+		fj, _, err := gearman.OpenJournal(dir, journal.Options{Sync: journal.Always, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		<-served
+		addr, stop := startGearmanTracedOn(t, tr, gearman.Config{HandlePrefix: "H:t", Journal: fj}, false)
+		return addr, func() { stop(); fj.Close() }
+	}
+	addr, stop := run()
+	cl := gmDial(t, addr)
+	cl.send(codec.SubmitJobBg, "durable", "", "data")
+	h := cl.expect(codec.JobCreated)[0]
+	cl.nc.Close()
+	waitSpans(t, rec, 1)
+	stop()
+
+	addr, stop = run()
+	defer stop()
+	w := gmDial(t, addr)
+	w.send(codec.CanDo, "durable")
+	w.send(codec.GrabJob)
+	if a := w.expect(codec.JobAssign); a[0] != h || a[2] != "data" {
+		t.Fatalf("JOB_ASSIGN %q after restart", a)
+	}
+	w.send(codec.WorkComplete, h, "")
+	w.sync()
+	checkSpans(t, waitSpans(t, rec, 3), []string{
+		"T1 send durable producer parent=- links=[] status=Unset messaging.destination.name=durable messaging.message.body.size=4 messaging.message.id=H:t:1 messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman",
+		"T1 receive durable client parent=send durable links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=durable messaging.message.body.size=4 messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman wait",
+		"T1 process durable consumer parent=send durable links=[] status=Unset jobgate.job.attempt=1 jobgate.job.outcome=completed messaging.destination.name=durable messaging.message.id=H:t:1 messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman wait",
 	})
-	return l.Addr().String()
 }
 
 // TestGearmanTraceForeground traces a foreground job with progress and
