@@ -436,4 +436,5 @@ func (v *validator) tracing() {
 		v.errorf("tracing.sample_ratio", "%v is not in (0, 1] (0 means unset)", t.SampleRatio)
 	}
 	v.atLeast("tracing.queue_size", t.QueueSize, 0)
+	v.atLeast("tracing.table_size", t.TableSize, 0)
 }

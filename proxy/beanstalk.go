@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/auth"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // BeanstalkConfig configures a BeanstalkServer.
@@ -52,6 +53,10 @@ type BeanstalkConfig struct {
 	ConnLimits Limits
 	// Clock drives the idle, read and write timeouts. Default the real one.
 	Clock clock.Clock
+	// Tracer, when set, traces every job put while it is set
+	// (beanstalk_trace.go). nil: no spans, at the cost of a nil check.
+	// The server sets the engine's TraceHook.
+	Tracer *tracing.Tracer
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -66,6 +71,7 @@ type BeanstalkServer struct {
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
 	guard      *connGuard          // limits.go
+	trace      *beanstalkTrace     // nil: tracing off
 	mu         sync.Mutex          // guards the fields below
 	addr       net.Addr
 	lns        map[net.Listener]struct{}
@@ -108,6 +114,7 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 		s.wireMetrics(cfg.Metrics)
 	}
 	s.guard = newConnGuard(cfg.Clock, s.log, s.connSeries, cfg.ConnLimits, beanstalkReject)
+	s.wireTracing(cfg.Tracer)
 	return s, nil
 }
 
@@ -320,6 +327,7 @@ func (c *beanstalkConn) serve() {
 	c.in.rd = rd
 	var r wire.Reply
 	m := c.srv.metrics
+	bt, ct := c.srv.trace, beanstalkConnTrace{}
 	for {
 		cmd, err := rd.ReadCommand()
 		var verb wire.Verb // 0 ("unknown") for a line the codec refused
@@ -340,14 +348,25 @@ func (c *beanstalkConn) serve() {
 			r = wire.Reply{Kind: ce.Kind}
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
+				if bt != nil {
+					bt.rejectedPut(sess, ce.Kind)
+				}
 			}
 		} else if (c.auth != nil || c.srv.auth.Load() != nil) && c.authorize(c.srv.auth.Load(), sess, cmd, &r) {
 			// answered by auth: a token or a denial
 		} else if c.overReserved(sess, verb) {
 			r = wire.Reply{Kind: wire.DeadlineSoon}
-		} else if !sess.Exec(cmd, &r) {
-			if wr.Flush() != nil || !c.await(sess, &r) {
-				return
+		} else {
+			if bt != nil {
+				bt.before(&ct, sess, cmd)
+			}
+			if !sess.Exec(cmd, &r) {
+				if wr.Flush() != nil || !c.await(sess, &r) {
+					return
+				}
+			}
+			if bt != nil {
+				bt.after(&ct, cmd, &r)
 			}
 		}
 		if m != nil {

@@ -122,7 +122,7 @@ func (c *gearmanConn) handleText(line []byte) error {
 			return nil
 		}
 	}
-	return c.sess.HandleText(line)
+	return c.handleTextTraced(line)
 }
 
 // authReply answers a request auth handled, in request order: through the

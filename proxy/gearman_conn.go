@@ -132,6 +132,9 @@ func (c *gearmanConn) handlePacket(p *codec.Packet) error {
 		return nil
 	}
 	if c.engine != nil {
+		if c.srv.trace != nil {
+			return c.handleTraced(p)
+		}
 		return c.engine.Handle(p)
 	}
 	cp := *p

@@ -90,8 +90,9 @@ type GearmanGateway struct {
 
 // gearmanGateway is a GearmanGateway serving one GearmanServer.
 type gearmanGateway struct {
-	srv *GearmanServer
-	cur atomic.Pointer[gwRouting] // swapped whole by a reload (gearman_gateway_reload.go)
+	srv   *GearmanServer
+	cur   atomic.Pointer[gwRouting] // swapped whole by a reload (gearman_gateway_reload.go)
+	trace *gwTrace                  // nil: tracing off (gearman_gateway_trace.go); kept across reloads
 }
 
 // gwRouting is the routing of one configuration; immutable.
@@ -109,7 +110,7 @@ func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, er
 	if err != nil {
 		return nil, err
 	}
-	gw := &gearmanGateway{srv: s}
+	gw := &gearmanGateway{srv: s, trace: newGwTrace(s.cfg.Tracer, s.cfg.TraceTableSize)}
 	gw.cur.Store(rt)
 	for _, h := range rt.cfg.health {
 		h.Start()

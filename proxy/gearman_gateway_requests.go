@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/routing"
@@ -47,6 +48,9 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		if bs == nil {
 			s.answer(codec.Error, []byte(codec.CodeJobNotFound), []byte(workNotFoundText(p.Type)))
 			return nil
+		}
+		if s.gw.trace != nil {
+			s.gw.trace.work(s, p)
 		}
 		return s.send(bs, withHandle(p, h), nil)
 	case codec.OptionReq:
@@ -106,6 +110,9 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		s.sleeping = false
 		n := len(s.workerSet)
 		r := &gwReply{grab: &gwGrab{typ: p.Type, left: make([]*routing.Backend, 0, n)}}
+		if s.gw.trace != nil {
+			r.trace = &gwJobTrace{start: time.Now()}
+		}
 		for i := range n {
 			r.grab.left = append(r.grab.left, s.workerSet[(s.grabNext+i)%n])
 		}
@@ -169,10 +176,17 @@ func (s *gwSession) forward(b *routing.Backend, p *codec.Packet, h []byte) error
 // submit sends a SUBMIT_* to the first backend of the function's pool that
 // is available and opens: the owner, else the next in hash order.
 func (s *gwSession) submit(p *codec.Packet) error {
+	var start time.Time
+	if s.gw.trace != nil {
+		start = time.Now()
+	}
 	fn := p.Function()
 	pool := s.gw.rt().cfg.Rules.Match(fn)
 	if pool == nil {
 		s.answer(codec.Error, []byte(codec.CodeQueueError), []byte("jobgate: no route for function "+string(fn)))
+		if s.gw.trace != nil {
+			s.gw.trace.refused(p, start)
+		}
 		return nil
 	}
 	r := &gwReply{}
@@ -192,7 +206,13 @@ func (s *gwSession) submit(p *codec.Packet) error {
 			why = err.Error()
 			continue
 		}
+		if s.gw.trace != nil {
+			s.gw.trace.submit(r, p, b, start)
+		}
 		return s.send(bs, p, r)
+	}
+	if s.gw.trace != nil {
+		s.gw.trace.refused(p, start)
 	}
 	s.mu.Lock()
 	r.out = codec.AppendPacket(nil, codec.Res, codec.Error, []byte(codec.CodeQueueError),

@@ -53,6 +53,7 @@ type gwSession struct {
 	grabNext   int                   // guarded by mu: rotates the first backend a GRAB tries
 	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
 	hbuf       []byte                // guarded by mu: async packets being written
+	traced     map[string]struct{}   // guarded by mu: client handles of traced jobs this worker holds
 }
 
 // gwBackend is one backend session of a gwSession.
@@ -91,7 +92,8 @@ type gwReply struct {
 	parent *gwReply
 	need   int
 	known  bool
-	grab   *gwGrab // a GRAB_JOB* still looking for a job
+	grab   *gwGrab     // a GRAB_JOB* still looking for a job
+	trace  *gwJobTrace // nil unless traced (gearman_gateway_trace.go)
 }
 
 // gwGrab is the state of a GRAB_JOB* across the worker's backends.
@@ -129,6 +131,9 @@ func (s *gwSession) Close() {
 		bs.dead = true
 	}
 	s.mu.Unlock()
+	if s.gw.trace != nil {
+		s.gw.trace.closed(s)
+	}
 	for _, bs := range open {
 		bs.conn.Close()
 	}
@@ -339,6 +344,9 @@ func (s *gwSession) failLocked(b *routing.Backend, r *gwReply, why string) {
 		r.out = codec.AppendPacket(nil, codec.Res, codec.Error, []byte(codec.CodeQueueError),
 			[]byte("jobgate: backend "+b.Name+" failed: "+why))
 		r.done = true
+		if r.trace != nil {
+			r.trace.send.Fail("backend_unavailable")
+		}
 	}
 }
 
@@ -455,6 +463,9 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 			s.partLocked(r, p)
 		default:
 			r.out = s.encodeLocked(nil, bs.b, p)
+			if s.gw.trace != nil {
+				s.gw.trace.replyLocked(s, r, bs.b, p)
+			}
 			if r.fg && p.Type == codec.JobCreated && bs.local == nil {
 				if bs.foreground == nil {
 					bs.foreground = map[string]struct{}{}

@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/auth"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // flushingClock runs the server's flushDirty after each timer function, so
@@ -87,6 +88,14 @@ type GearmanConfig struct {
 	// timeouts run on Engine.Clock. A non-zero WriteBufferLimit replaces
 	// MaxOutput.
 	ConnLimits Limits
+	// Tracer, when set, traces the local engine's jobs
+	// (gearman_trace.go). nil: no spans, at the cost of a nil check per
+	// request. The server sets the engine's TraceHook.
+	Tracer *tracing.Tracer
+	// TraceTableSize caps the jobs a gateway keeps trace state for
+	// (tracing.Table: creation context, deliveries, open span), evicting
+	// the least recently used. 0 means tracing.DefaultTableSize.
+	TraceTableSize int
 }
 
 // GearmanServer serves the Gearman protocol (binary and admin text on one
@@ -102,6 +111,7 @@ type GearmanServer struct {
 	connSeries *metrics.ConnSeries // metrics.Conns(Gearman), resolved once
 	guard      *connGuard          // limits.go
 	draining   atomic.Bool         // drain.go: submissions get ERROR
+	trace      *gearmanTrace       // nil: tracing off
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -212,6 +222,8 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 		}
 		s.gw = gw
 		s.cfg.Goroutines = true
+	} else {
+		s.wireTracing(cfg.Tracer) // a gateway traces its jobs itself
 	}
 	return s, nil
 }

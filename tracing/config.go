@@ -34,6 +34,9 @@ const (
 	DefaultProtocol    = ProtocolHTTPProtobuf
 	DefaultSampler     = SamplerParentBasedAlwaysOn
 	DefaultQueueSize   = 2048
+	// DefaultTableSize is how many jobs on upstream servers a gateway keeps
+	// trace state for ([Table]).
+	DefaultTableSize = 65536
 	// DefaultHTTPEndpoint and DefaultGRPCEndpoint are the OTLP defaults of the
 	// specification: a collector or Jaeger on the same host, in plain text.
 	DefaultHTTPEndpoint = "http://localhost:4318/v1/traces"
@@ -107,6 +110,12 @@ type Config struct {
 	// are dropped and counted ([Provider.Dropped]) rather than blocking the
 	// data path. Zero: OTEL_BSP_MAX_QUEUE_SIZE, then 2048.
 	QueueSize int `yaml:"queue_size"`
+
+	// TableSize caps the jobs on upstream servers that a gateway keeps
+	// trace state for (a [Table] entry: creation context, deliveries, open
+	// process span), evicting the least recently used. Zero:
+	// DefaultTableSize.
+	TableSize int `yaml:"table_size"`
 
 	// PayloadTraceparent wraps job bodies delivered to workers in a
 	// traceparent envelope (see package jobctx) so workers can continue the
@@ -223,6 +232,13 @@ func (c Config) resolve(lookup lookupFunc) (Config, error) {
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
+	}
+	if c.TableSize < 0 {
+		bad("tracing.table_size", "%d is negative", c.TableSize)
+		c.TableSize = 0
+	}
+	if c.TableSize == 0 {
+		c.TableSize = DefaultTableSize
 	}
 
 	if !c.Enabled {

@@ -14,6 +14,7 @@ func resolved(mod func(*Config)) Config {
 		Sampler:     DefaultSampler,
 		SampleRatio: 1,
 		QueueSize:   DefaultQueueSize,
+		TableSize:   DefaultTableSize,
 	}
 	if mod != nil {
 		mod(&c)
@@ -91,7 +92,8 @@ func TestConfigWithEnv(t *testing.T) {
 				"OTEL_TRACES_SAMPLER_ARG": "0.5", "OTEL_BSP_MAX_QUEUE_SIZE": "7",
 			},
 			want: Config{Enabled: true, Endpoint: "http://file:4318/v1/traces", Protocol: "http/protobuf",
-				ServiceName: "edge", Sampler: SamplerParentBasedTraceIDRatio, SampleRatio: 0.25, QueueSize: 100},
+				ServiceName: "edge", Sampler: SamplerParentBasedTraceIDRatio, SampleRatio: 0.25, QueueSize: 100,
+				TableSize: DefaultTableSize},
 		},
 		{
 			name: "config endpoint with a path is used as is",

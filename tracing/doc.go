@@ -33,6 +33,11 @@
 //		ServerAddress: host, ServerPort: port})
 //	creation := s.Creation() // local engine: store with the job
 //
+// On the data path, where the Message's strings would be copies of the
+// request's buffers, start with [Tracer.StartSendBare] and build the
+// Message for [Send.Describe] only if [Send.Recording]: a job the sampler
+// drops then copies nothing, and its creation context need not be stored.
+//
 // Acknowledged (JOB_CREATED, INSERTED id): s.Created(handle); for an
 // upstream job also table.Put(handle, tracing.Entry{Creation: creation,
 // Enqueued: time.Now()}). Refused (ERROR, JOB_TOO_BIG, DRAINING, backend

@@ -210,14 +210,19 @@ const flushSlack = 16
 // SDK processor and not yet handed to the exporter (inflight), and refuses,
 // counting, any span that would take inflight over the limit. The SDK queue
 // holds at most inflight spans and has limit+flushSlack slots, so the SDK
-// itself never drops and every loss is counted here. OnEnd stays two atomic
-// adds and a non-blocking channel send.
+// itself never drops and every loss is counted here.
+//
+// Admitted spans go to a handoff buffer (handoff.go), which passes them to
+// the SDK processor in batches from a goroutine of its own: the SDK wakes
+// its goroutine for every span ended, and on the Gearman server's event
+// loop that wakeup per span cost far more than the span itself.
 type dropCounter struct {
 	sdktrace.SpanProcessor
 	limit    int64
 	inflight atomic.Int64
 	dropped  atomic.Uint64
 	failed   atomic.Uint64
+	hand     handoff
 }
 
 var _ sdktrace.SpanProcessor = (*dropCounter)(nil)
@@ -232,6 +237,7 @@ func newDropCounter(exp sdktrace.SpanExporter, limit int) *dropCounter {
 		sdktrace.WithMaxQueueSize(limit+flushSlack),
 		sdktrace.WithMaxExportBatchSize(batch),
 	)
+	d.hand.start(d.SpanProcessor, min(handoffBatch, limit))
 	return d
 }
 
@@ -245,7 +251,20 @@ func (d *dropCounter) OnEnd(s sdktrace.ReadOnlySpan) {
 		d.dropped.Add(1)
 		return
 	}
-	d.SpanProcessor.OnEnd(s)
+	d.hand.add(s)
+}
+
+// ForceFlush hands the buffered spans to the SDK processor, then flushes it.
+func (d *dropCounter) ForceFlush(ctx context.Context) error {
+	d.hand.drain()
+	return d.SpanProcessor.ForceFlush(ctx)
+}
+
+// Shutdown stops the handoff, hands over what it holds, then shuts the SDK
+// processor down (which exports the rest).
+func (d *dropCounter) Shutdown(ctx context.Context) error {
+	d.hand.stop()
+	return d.SpanProcessor.Shutdown(ctx)
 }
 
 // countingExporter tells the dropCounter when spans leave the SDK queue.

@@ -202,12 +202,52 @@ func (t *Tracer) StartSend(ctx context.Context, m Message) Send {
 	if t == nil {
 		return Send{}
 	}
-	var buf [10]attribute.KeyValue
 	_, span := t.tracer.Start(ctx, spanName("send", m.Destination),
 		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithTimestamp(startTime(&m)),
-		trace.WithAttributes(t.attrs(buf[:0], semconv.MessagingOperationTypeSend, &m, true)...))
-	return Send{span: span}
+		trace.WithTimestamp(startTime(&m)))
+	s := Send{span: span, t: t}
+	// Attributes after the start: the samplers jobgate offers do not look
+	// at them, and an unsampled job then costs no attribute work.
+	if span.IsRecording() {
+		s.setAttrs(&m)
+	}
+	return s
+}
+
+// StartSendBare starts the send span like StartSend, at start (zero: now),
+// but with no name suffix and no attributes: when [Send.Recording], give
+// them with [Send.Describe]. It lets the proxy skip copying a job's
+// function, unique id and such for the jobs that are not sampled.
+func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
+	if t == nil {
+		return Send{}
+	}
+	if start.IsZero() {
+		start = time.Now()
+	}
+	_, span := t.tracer.Start(ctx, "send",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithTimestamp(start))
+	return Send{span: span, t: t}
+}
+
+func (s Send) setAttrs(m *Message) {
+	var buf [10]attribute.KeyValue
+	s.span.SetAttributes(s.t.attrs(buf[:0], semconv.MessagingOperationTypeSend, m, true)...)
+}
+
+// Recording reports whether the send span is recorded: the job is sampled.
+func (s Send) Recording() bool { return s.span != nil && s.span.IsRecording() }
+
+// Describe names the span after m.Destination and sets m's attributes, for
+// a span started with [Tracer.StartSendBare]. It does nothing unless
+// recording.
+func (s Send) Describe(m Message) {
+	if !s.Recording() {
+		return
+	}
+	s.span.SetName(spanName("send", m.Destination))
+	s.setAttrs(&m)
 }
 
 // Receive records the CLIENT span `receive <destination>` for handing a job
@@ -266,7 +306,10 @@ func (t *Tracer) StartProcess(ctx context.Context, c Creation, m Message) (conte
 
 // Send is an open PRODUCER span. The zero Send (tracing off) is valid and
 // does nothing. Send is a small value; copy it freely.
-type Send struct{ span trace.Span }
+type Send struct {
+	span trace.Span
+	t    *Tracer
+}
 
 // Span returns the underlying span, or a no-op span for the zero Send.
 func (s Send) Span() trace.Span {

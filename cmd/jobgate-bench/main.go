@@ -14,6 +14,7 @@ const usage = `jobgate-bench drives a job server with a workload and reports thr
 Usage:
   jobgate-bench beanstalk [flags]   Beanstalk workloads (jobgate-bench beanstalk -h)
   jobgate-bench gearman [flags]     Gearman workloads (jobgate-bench gearman -h)
+  jobgate-bench otlp-sink [-addr A] an OTLP/HTTP receiver that discards spans (tracing benchmarks)
 `
 
 func main() {
@@ -30,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runBeanstalk(args[1:], stdout, stderr)
 	case "gearman":
 		return runGearman(args[1:], stdout, stderr)
+	case "otlp-sink":
+		return runOTLPSink(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

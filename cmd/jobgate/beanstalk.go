@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // beanstalkService is the Beanstalk server plus the journal it owns, closed
@@ -58,7 +59,7 @@ func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
 // newBeanstalkServer builds the Beanstalk server on a new in-process engine,
 // restoring its jobs from the journal under data.dir. SIGUSR1 puts the
 // engine in drain mode, as it does beanstalkd.
-func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (protocolServer, error) {
+func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) (protocolServer, error) {
 	log = log.With("service", "beanstalk")
 	ec := engine.Config{
 		MaxJobSize:   cfg.Beanstalk.MaxJobSize.Int(),
@@ -80,7 +81,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		ec.Journal = fj
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits)})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr})
 	if err != nil {
 		if fj != nil {
 			fj.Close()

@@ -20,7 +20,7 @@ func TestBeanstalkServerFromFlags(t *testing.T) {
 	if cfg == nil {
 		t.Fatalf("parse: exit %d", code)
 	}
-	srv, err := newBeanstalkServer(cfg, slog.New(slog.DiscardHandler), nil)
+	srv, err := newBeanstalkServer(cfg, slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

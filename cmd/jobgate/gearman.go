@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // gearmanService is the Gearman server plus the journal it owns, closed
@@ -36,7 +37,7 @@ func (s *gearmanService) Shutdown(ctx context.Context) error {
 // newGearmanServer builds the Gearman server on a new in-process engine,
 // restoring its background jobs from the journal under data.dir; with
 // gearman backends configured it routes functions to them as a gateway.
-func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (protocolServer, error) {
+func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) (protocolServer, error) {
 	g := cfg.Gearman
 	log = log.With("service", "gearman")
 	sc := proxy.GearmanConfig{
@@ -53,6 +54,9 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 		Log:        log,
 		Metrics:    m,
 		ConnLimits: limitsFrom(cfg.Limits),
+		Tracer:     tr,
+		// tracing.table_size (0: the default) bounds a gateway's trace state.
+		TraceTableSize: cfg.Tracing.TableSize,
 	}
 	pol, err := authPolicy(cfg)
 	if err != nil {
@@ -99,6 +103,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) 
 			m.SetJournal(metrics.Gearman, fj.Journal())
 		}
 	}
+	registerEvictedMetric(m, srv, tr)
 	return &gearmanService{GearmanServer: srv, journal: fj, metrics: m}, nil
 }
 

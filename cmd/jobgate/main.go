@@ -22,6 +22,7 @@ import (
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/admin"
 	"github.com/jobgate/jobgate/proxy/tlsconf"
+	"github.com/jobgate/jobgate/tracing"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -91,8 +92,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if tm != nil {
 		defer tm.Close() // after the servers: established connections keep going until then
 	}
+	tp, err := startTracing(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "jobgate: %v\n", err)
+		return 1
+	}
+	defer stopTracing(tp, cfg.ShutdownTimeout, log) // after the servers stopped
 	op := newOperator(args, cfg, level, log)
-	services, listenersBound, err := buildServices(cfg, log, tm, op)
+	services, listenersBound, err := buildServices(cfg, log, tm, tp, op)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
 		return 1
@@ -185,21 +192,22 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 // buildServices constructs a server for every enabled listener. The
 // returned flag turns ready once every listener is bound. Metrics are
 // collected only when the admin server is there to serve them.
-func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager, op *operator) ([]service, *admin.Flag, error) {
+func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager, tp *tracing.Provider, op *operator) ([]service, *admin.Flag, error) {
 	var m *metrics.Metrics
 	if cfg.Admin.Listen != "" {
 		m = metrics.New(metrics.Options{Version: version, Logger: log})
+		registerTracingMetrics(m, tp)
 	}
 	var services []service
 	if cfg.Gearman.Listen != "" || cfg.Gearman.TLSListen != "" {
-		srv, err := newGearmanServer(cfg, log, m)
+		srv, err := newGearmanServer(cfg, log, m, tracerFor(tp, tracing.Gearman))
 		if err != nil {
 			return nil, nil, fmt.Errorf("gearman: %w", err)
 		}
 		services = append(services, protocolServices("gearman", cfg.Gearman.Listen, cfg.Gearman.TLSListen, srv, tm, log)...)
 	}
 	if cfg.Beanstalk.Listen != "" || cfg.Beanstalk.TLSListen != "" {
-		srv, err := newBeanstalkServer(cfg, log, m)
+		srv, err := newBeanstalkServer(cfg, log, m, tracerFor(tp, tracing.Beanstalk))
 		if err != nil {
 			return nil, nil, fmt.Errorf("beanstalk: %w", err)
 		}

@@ -8,13 +8,12 @@ import (
 )
 
 // notServedYet are the config sections and fields of features this build
-// does not run yet (tracing, routing Beanstalk to
+// does not run yet (routing Beanstalk to
 // upstreams). A config that sets one to anything but its default is
 // refused rather than silently ignored, so nobody believes they have, say,
 // auth when they do not; a file that spells out the defaults (like
 // examples/config/default.yaml) still loads.
 var notServedYet = []string{
-	"tracing",
 	"routes.beanstalk", "routes.beanstalk_default",
 }
 

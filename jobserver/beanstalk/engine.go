@@ -131,6 +131,12 @@ type Engine struct {
 	restored  int    // jobs New restored
 
 	obs Observer // job events for metrics; nil: none (observe.go)
+
+	// Tracing (trace.go): traced jobs' creation contexts, nil until the
+	// first; the creation of the put being made; the hook.
+	traces      map[uint64]*jobTrace
+	putCreation Creation
+	thook       TraceHook
 }
 
 // stats are the global counters of the "stats" command.

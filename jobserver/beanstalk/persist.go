@@ -83,6 +83,13 @@ var _ Ticket = journal.Ticket{}
 // apart (and an older jobgate refuses it instead of misreading it).
 const recordVersion = 1
 
+// recordVersionTraced marks every record of a traced job: its Full record
+// carries the job's creation context (trace.go) after the tube name. A
+// job's records all have the same version, since an Update's header
+// replaces the Full record's. Journals written before tracing hold only
+// version 1 and replay unchanged.
+const recordVersionTraced = 2
+
 // counterKey is the key of the record that holds the last issued id.
 const counterKey = 0
 
@@ -102,13 +109,19 @@ var errBadRecord = errors.New("beanstalk: bad journal record")
 //	header: version(1) state(1) pri delay at(varint)
 //	        reserves timeouts releases buries kicks
 //	Full:   header ttr created(varint, wall ns) len(tube) tube body...
+//	Full of a traced job (version 2):
+//	        header ttr created len(tube) tube creation(26) body...
 //
 // Unmarked integers are uvarints.
 
 // appendHeader appends j's header; at is the wall deadline of a delayed
 // job, already converted.
 func (e *Engine) appendHeader(dst []byte, j *job, state byte, at int64) []byte {
-	dst = append(dst, recordVersion, state)
+	v := byte(recordVersion)
+	if e.traceOf(j.id) != nil {
+		v = recordVersionTraced
+	}
+	dst = append(dst, v, state)
 	dst = binary.AppendUvarint(dst, uint64(j.pri))
 	dst = binary.AppendUvarint(dst, uint64(j.delay))
 	dst = binary.AppendVarint(dst, at)
@@ -127,6 +140,9 @@ func (e *Engine) appendJobRecord(dst []byte, j *job) []byte {
 	dst = binary.AppendVarint(dst, e.wall(j.created))
 	dst = binary.AppendUvarint(dst, uint64(len(j.tube.name)))
 	dst = append(dst, j.tube.name...)
+	if tr := e.traceOf(j.id); tr != nil {
+		dst = append(dst, tr.creation[:]...)
+	}
 	return append(dst, j.body...)
 }
 
@@ -155,13 +171,14 @@ type jobRecord struct {
 	at, created                                 int64
 	reserves, timeouts, releases, buries, kicks uint32
 	tube, body                                  []byte
-	hdrLen                                      int // bytes of the header
+	hdrLen                                      int      // bytes of the header
+	creation                                    Creation // version 2 only
 }
 
 // decodeRecord decodes a header, and the rest of a Full record when full.
 func decodeRecord(b []byte, full bool) (jobRecord, error) {
 	var r jobRecord
-	if len(b) < 2 || b[0] != recordVersion {
+	if len(b) < 2 || b[0] != recordVersion && b[0] != recordVersionTraced {
 		return r, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	r.state = b[1]
@@ -203,6 +220,13 @@ func decodeRecord(b []byte, full bool) (jobRecord, error) {
 		return r, fmt.Errorf("%w: job", errBadRecord)
 	}
 	r.tube, r.body = rest[:n], rest[n:]
+	if b[0] == recordVersionTraced {
+		if len(r.body) < CreationLen {
+			return r, fmt.Errorf("%w: creation context", errBadRecord)
+		}
+		copy(r.creation[:], r.body)
+		r.body = r.body[CreationLen:]
+	}
 	return r, nil
 }
 
@@ -250,6 +274,8 @@ func (e *Engine) restore() error {
 		j.tube = e.tubeLocked(r.tube)
 		e.refLocked(j.tube)
 		e.jobs.add(j)
+		e.putCreation = r.creation
+		e.traceAttachLocked(j)
 		j.tube.totalJobs++
 		e.st.totalJobs++
 		switch r.state {

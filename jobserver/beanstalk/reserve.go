@@ -237,6 +237,7 @@ func (s *Session) timeoutLocked(now int64) {
 		e.st.timeouts++
 		j.timeouts++
 		s.unreserveLocked(j)
+		e.traceReturnedLocked(j, true)
 		e.enqueueLocked(j, 0, now)
 	}
 	if s.waiting && s.timed && s.waitUntil <= now {
@@ -262,6 +263,7 @@ func (s *Session) Close() {
 	now := e.now()
 	for j := s.reserved.top(); j != nil; j = s.reserved.top() {
 		s.unreserveLocked(j)
+		e.traceReturnedLocked(j, false)
 		e.enqueueLocked(j, 0, now)
 	}
 	s.closed = true

@@ -50,6 +50,8 @@ type Session struct {
 	producer, worker, closed bool
 
 	buf []byte // the YAML of the last stats or list reply
+
+	creation Creation // for the next put (trace.go)
 }
 
 func (s *Session) at() int64       { return s.tickAt }
@@ -189,6 +191,7 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply) {
 		r.Kind = wire.Draining
 		return
 	}
+	e.putCreation, s.creation = s.creation, Creation{}
 	if e.jr != nil {
 		e.putDurableLocked(s.use, j, r)
 		return
@@ -211,6 +214,7 @@ func (e *Engine) putDurableLocked(t *tube, j *job, r *wire.Reply) {
 	j.state = statePending
 	e.refLocked(t)
 	e.jobs.add(j)
+	e.traceAttachLocked(j)
 	tk, err := e.journalFull(j)
 	if err == nil {
 		e.mu.Unlock()
@@ -250,6 +254,7 @@ func (e *Engine) putLocked(t *tube, j *job, now int64) {
 	j.tube = t
 	e.refLocked(t)
 	e.jobs.add(j)
+	e.traceAttachLocked(j)
 	t.totalJobs++
 	e.st.totalJobs++
 	if e.obs != nil {

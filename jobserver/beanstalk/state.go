@@ -28,6 +28,9 @@ import (
 // waiting session if its tube has one and is not paused.
 func (e *Engine) enqueueLocked(j *job, delay int64, now int64) {
 	t := j.tube
+	if e.traces != nil {
+		e.traceReadyLocked(j, now+delay)
+	}
 	if delay > 0 {
 		j.state = stateDelayed
 		j.deadline = now + delay
@@ -115,6 +118,7 @@ func (s *Session) unreserveLocked(j *job) {
 
 // freeLocked forgets a job that is in no container.
 func (e *Engine) freeLocked(j *job) {
+	e.traceFreeLocked(j)
 	e.jobs.remove(j.id)
 	e.unrefLocked(j.tube)
 	j.tube = nil

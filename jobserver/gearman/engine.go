@@ -150,6 +150,13 @@ type Engine struct {
 	timedFrom int64    // guarded by mu; the first enqueue sequence that is a time
 	handling  *Session // guarded by mu; the session inside Handle, whose outcome emitError sets
 
+	// Tracing (trace.go): traced jobs' creation contexts, nil until the
+	// first; the creation of the submit being made; the hook.
+	traces         map[uint64]*jobTrace // guarded by mu
+	submitCreation Creation             // guarded by mu
+	thook          TraceHook            // guarded by mu
+	ahook          AssignHook           // guarded by mu; thook, if it is one
+
 	// Persistence (persist.go, held.go); unused without a journal.
 	jr            Journal    // cfg.Journal
 	snap          []byte     // guarded by mu; scratch for encoded records
@@ -301,6 +308,7 @@ func (e *Engine) write(s *Session, t codec.Type, args ...[]byte) {
 func (e *Engine) emitError(s *Session, code, text string) {
 	if s == e.handling {
 		s.outcome = errorOutcome(code)
+		s.lastErr = code
 	}
 	e.scratch = append(append(e.scratch[:0], code...), text...)
 	e.emit(s, codec.Error, e.scratch[:len(code)], e.scratch[len(code):])

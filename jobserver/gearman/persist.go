@@ -62,7 +62,27 @@ var errBadRecord = errors.New("gearman: bad journal record")
 //	version(1) prio(1) at(varint) len(fn) fn len(unique) unique
 //	reducer(uvarint: 0 none, n+1 a reducer of n bytes) [reducer] data...
 func appendJobRecord(dst []byte, j *job, at int64) []byte {
-	dst = append(dst, recordVersion, j.prio)
+	return appendJobRecordTraced(dst, j, at, nil)
+}
+
+// recordVersionTraced marks the Full record of a traced job, which
+// carries the job's creation context (trace.go) right after prio:
+//
+//	version(2) prio(1) creation(26) at(varint) ... as version 1
+//
+// Journals written before tracing hold only version 1 and replay
+// unchanged.
+const recordVersionTraced = 2
+
+// appendJobRecordTraced is appendJobRecord for a job traced with c (nil:
+// untraced, a version 1 record).
+func appendJobRecordTraced(dst []byte, j *job, at int64, c *Creation) []byte {
+	if c != nil {
+		dst = append(dst, recordVersionTraced, j.prio)
+		dst = append(dst, c[:]...)
+	} else {
+		dst = append(dst, recordVersion, j.prio)
+	}
 	dst = binary.AppendVarint(dst, at)
 	dst = binary.AppendUvarint(dst, uint64(len(j.fn.name)))
 	dst = append(dst, j.fn.name...)
@@ -83,19 +103,28 @@ type jobRecord struct {
 	at                     int64
 	fn, unique, data, redc []byte
 	hasReducer             bool
+	creation               Creation // version 2 only
 }
 
 // decodeJobRecord decodes what appendJobRecord wrote.
 func decodeJobRecord(b []byte) (jobRecord, error) {
 	var r jobRecord
-	if len(b) < 2 || b[0] != recordVersion {
+	if len(b) < 2 || b[0] != recordVersion && b[0] != recordVersionTraced {
 		return r, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	r.prio = b[1]
 	if r.prio >= numPrio {
 		return r, fmt.Errorf("%w: priority %d", errBadRecord, r.prio)
 	}
+	traced := b[0] == recordVersionTraced
 	b = b[2:]
+	if traced {
+		if len(b) < CreationLen {
+			return r, fmt.Errorf("%w: creation context", errBadRecord)
+		}
+		copy(r.creation[:], b)
+		b = b[CreationLen:]
+	}
 	at, n := binary.Varint(b)
 	if n <= 0 {
 		return r, fmt.Errorf("%w: time", errBadRecord)
@@ -175,6 +204,9 @@ func (e *Engine) restore() error {
 		}
 		jobs = append(jobs, j)
 		ats = append(ats, r.at)
+		if r.creation != (Creation{}) {
+			e.traceAttach(j, r.creation)
+		}
 		e.lastID = max(e.lastID, key)
 		return nil
 	}, e.snapshot)
@@ -226,6 +258,15 @@ func (e *Engine) restore() error {
 	return nil
 }
 
+// appendRecordOf appends j's Full record, with its creation context if
+// j is traced.
+func (e *Engine) appendRecordOf(dst []byte, j *job, at int64) []byte {
+	if tr := e.traceOf(j.id); tr != nil {
+		return appendJobRecordTraced(dst, j, at, &tr.creation)
+	}
+	return appendJobRecord(dst, j, at)
+}
+
 // place queues j, or delays it until at when that is in the future.
 func (e *Engine) place(j *job, at int64) {
 	if at > 0 && at > e.now() {
@@ -254,7 +295,7 @@ func (e *Engine) snapshot(key uint64, put func(data []byte)) {
 	case stateDelayed, statePending:
 		at = j.at
 	}
-	e.snap = appendJobRecord(e.snap[:0], j, at)
+	e.snap = e.appendRecordOf(e.snap[:0], j, at)
 	put(e.snap)
 	if cap(e.snap) > 64<<10 {
 		e.snap = nil // do not keep a large job's copy
@@ -267,7 +308,7 @@ func (e *Engine) snapshot(key uint64, put func(data []byte)) {
 // then (the caller parks it); otherwise j is live already and only the
 // acknowledgement waits.
 func (e *Engine) journalJob(j *job, at int64, pending bool) (uint64, error) {
-	e.snap = appendJobRecord(e.snap[:0], j, at)
+	e.snap = e.appendRecordOf(e.snap[:0], j, at)
 	t, err := e.jr.AppendAsync(journal.Record{Key: j.id, Kind: journal.Full, Data: e.snap})
 	if cap(e.snap) > 64<<10 {
 		e.snap = nil

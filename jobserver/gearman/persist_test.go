@@ -358,6 +358,7 @@ func FuzzDecodeJobRecord(f *testing.F) {
 	f.Add(appendJobRecord(nil, j, 12345))
 	j.reducer = nil
 	f.Add(appendJobRecord(nil, j, 0))
+	f.Add(appendJobRecordTraced(nil, j, 7, &Creation{0, 1, 2, 3, 25: 1}))
 	f.Add([]byte{recordVersion})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeJobRecord(b)
@@ -371,8 +372,11 @@ func FuzzDecodeJobRecord(f *testing.F) {
 			j.reducer = &s
 		}
 		again := appendJobRecord(nil, j, r.at)
+		if r.creation != (Creation{}) {
+			again = appendJobRecordTraced(nil, j, r.at, &r.creation)
+		}
 		r2, err := decodeJobRecord(again)
-		if err != nil || string(r2.fn) != string(r.fn) || string(r2.unique) != string(r.unique) ||
+		if err != nil || r2.creation != r.creation || string(r2.fn) != string(r.fn) || string(r2.unique) != string(r.unique) ||
 			string(r2.data) != string(r.data) || r2.at != r.at || r2.prio != r.prio ||
 			r2.hasReducer != r.hasReducer || string(r2.redc) != string(r.redc) {
 			t.Fatalf("round trip of %q: %+v then %+v (%v)", b, r, r2, err)

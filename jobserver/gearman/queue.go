@@ -75,6 +75,7 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 		j.reducer = &r
 	}
 	e.jobs[j.id] = j
+	e.traceAttach(j, e.submitCreation)
 	if k := j.key(); k != "" {
 		if f.uniq == nil {
 			f.uniq = make(map[string]*job)
@@ -89,6 +90,7 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 		if err != nil {
 			e.dropUnique(j)
 			delete(e.jobs, j.id)
+			e.traceFree(j)
 			e.freeJob(j)
 			return nil, submitFailed, 0
 		}
@@ -106,6 +108,9 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 func (e *Engine) enqueue(j *job) {
 	f := j.fn
 	j.at = e.nextSeq()
+	if e.traces != nil {
+		e.traceReady(j)
+	}
 	j.state = stateQueued
 	f.queue[j.prio].push(j)
 	f.queued[j.prio]++
@@ -197,10 +202,11 @@ func (e *Engine) unassign(j *job) {
 }
 
 // requeue returns a running job whose run failed (worker gone, CANT_DO,
-// timeout) to its queue, or removes it: when it was cancelled, when it is a
+// timeout; why says which) to its queue, or removes it: when it was cancelled, when it is a
 // foreground job nobody waits for any more, or when it reached the retry
 // limit (its clients then get WORK_FAIL, like gearmand).
-func (e *Engine) requeue(j *job) {
+func (e *Engine) requeue(j *job, why ReturnReason) {
+	e.traceReturned(j, why)
 	e.unassign(j)
 	if j.retries < 255 {
 		j.retries++
@@ -248,6 +254,7 @@ func (e *Engine) finishJob(j *job) (gate uint64) {
 	}
 	j.state = stateGone
 	delete(e.jobs, j.id)
+	e.traceFree(j)
 	e.dropUnique(j)
 	for a := j.clients; a != nil; {
 		next := a.jnext
@@ -424,7 +431,7 @@ func (e *Engine) fire(gen uint64) {
 			j.fn.delayed--
 			e.enqueue(j)
 		case stateRunning:
-			e.requeue(j)
+			e.requeue(j, ReturnTimeout)
 		}
 	}
 	e.armTimer()

@@ -32,6 +32,10 @@ type Session struct {
 	attached     *attach    // jobs this client waits for
 	prevS, nextS *Session   // engine's session list
 	outcome      Outcome    // of the last Handle; written only by Handle (observe.go)
+	creation     Creation   // for the next submit; owned by Handle's caller (trace.go)
+	lastJob      uint64     // the job of the last Handle; written only by Handle (trace.go)
+	lastTraced   bool       // lastJob is traced; written only by Handle
+	lastErr      string     // the ERROR code of the last Handle; written only by Handle
 }
 
 // ability is one function a worker registered, with its CAN_DO_TIMEOUT.
@@ -75,7 +79,7 @@ func (s *Session) Close() {
 		e.detachClient(s.attached)
 	}
 	for len(s.running) > 0 {
-		e.requeue(s.running[len(s.running)-1])
+		e.requeue(s.running[len(s.running)-1], ReturnWorkerLost)
 	}
 	abilities := s.abilities
 	for i := range abilities {
@@ -161,6 +165,7 @@ func (s *Session) Handle(p *codec.Packet) error {
 	e := s.e
 	e.mu.Lock()
 	s.outcome = OutcomeOK
+	s.lastJob, s.lastErr, s.lastTraced = 0, "", false
 	e.handling = s
 	err := s.handleLocked(p)
 	e.handling = nil
@@ -281,7 +286,12 @@ func (s *Session) submit(fn, unique, data []byte, prio uint8, bg bool, at int64,
 	if bg {
 		client = nil
 	}
+	e.submitCreation, s.creation = s.creation, Creation{}
 	j, res, gate := e.submit(fn, unique, data, prio, client, at, reducer)
+	e.submitCreation = Creation{}
+	if j != nil {
+		s.lastJob = j.id
+	}
 	if res == submitCreated && e.obs != nil {
 		e.obs.JobSubmitted(j.fn.name)
 	}

@@ -62,7 +62,7 @@ func (s *Session) resetAbilities() {
 func (s *Session) requeueFunction(f *function) {
 	for i := len(s.running) - 1; i >= 0; i-- {
 		if i < len(s.running) && s.running[i].fn == f {
-			s.e.requeue(s.running[i])
+			s.e.requeue(s.running[i], ReturnCantDo)
 		}
 	}
 }
@@ -111,16 +111,22 @@ func (s *Session) grab(t codec.Type) {
 		return
 	}
 	e.assign(s, j)
+	s.lastJob = j.id
+	s.lastTraced = e.traces != nil && e.traceOf(j.id) != nil
 	h := e.handle(e.scratch[:0], j)
 	e.scratch = h
 	fn := unsafeBytes(j.fn.name)
+	data := j.data()
+	if e.ahook != nil {
+		data = e.assignData(j)
+	}
 	switch {
 	case t == codec.GrabJob:
-		e.emit(s, codec.JobAssign, h, fn, j.data())
+		e.emit(s, codec.JobAssign, h, fn, data)
 	case t == codec.GrabJobAll && j.reducer != nil:
-		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer), j.data())
+		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer), data)
 	default:
-		e.emit(s, codec.JobAssignUniq, h, fn, j.unique(), j.data())
+		e.emit(s, codec.JobAssignUniq, h, fn, j.unique(), data)
 	}
 }
 

@@ -1,0 +1,211 @@
+package gearman
+
+import "time"
+
+// Tracing support. The engine does not trace: it keeps each traced job's
+// creation context, an opaque 26-byte value (tracing.Creation in the proxy),
+// beside the job and in its journal record, says which job a session's last
+// submit or grab concerned, and tells a TraceHook about runs that end
+// without a WORK_* packet (worker gone, CAN_DO_TIMEOUT, CANT_DO), so the
+// proxy can make the spans. Untraced jobs pay nothing: the contexts live in
+// a side map of traced jobs only, not in the job struct, and the map stays
+// nil until the first traced submit.
+
+// CreationLen is the size of a creation context.
+const CreationLen = 26
+
+// Creation is a job's creation context, opaque to the engine. The zero
+// value means "not traced".
+type Creation [CreationLen]byte
+
+// jobTrace is what the engine keeps for a traced job.
+type jobTrace struct {
+	creation Creation
+	ready    int64 // unix ns when the job last entered its ready queue; 0: not yet
+}
+
+// ReturnReason says why a running job went back to its queue (or was
+// dropped) without WORK_COMPLETE, WORK_FAIL or WORK_EXCEPTION.
+type ReturnReason uint8
+
+// The reasons, with the error.type the proxy records for each.
+const (
+	ReturnWorkerLost ReturnReason = iota // the worker's connection closed: "worker_lost"
+	ReturnTimeout                        // its CAN_DO_TIMEOUT ran out: "timeout"
+	ReturnCantDo                         // the worker gave the function up: "cant_do"
+)
+
+// String returns the error.type of r.
+func (r ReturnReason) String() string {
+	switch r {
+	case ReturnTimeout:
+		return "timeout"
+	case ReturnCantDo:
+		return "cant_do"
+	}
+	return "worker_lost"
+}
+
+// TraceHook receives the ends of traced jobs' runs that no request shows.
+// The engine calls it with its lock held: methods must be quick, must not
+// block and must not call into the engine.
+type TraceHook interface {
+	// JobReturned is traced job id taken back from its worker for why.
+	JobReturned(id uint64, why ReturnReason)
+}
+
+// JobTrace describes a traced job.
+type JobTrace struct {
+	// Creation is the context given with the submit.
+	Creation Creation
+	// Function is the job's function name.
+	Function string
+	// Unique is the job's unique id.
+	Unique string
+	// Attempt is which run this is, from 1: failed runs so far plus one.
+	Attempt int
+	// Ready is when the job last entered its ready queue; zero if unknown.
+	Ready time.Time
+	// BodySize is the workload's length.
+	BodySize int
+}
+
+// AssignHook, when the TraceHook also implements it, sees each traced
+// job's workload as it is assigned and may return another to send in its
+// JOB_ASSIGN* instead (the proxy's payload traceparent envelope). The
+// stored job is unchanged. It is called with the engine lock held; the
+// returned slice must stay valid until the next call.
+type AssignHook interface {
+	JobAssigning(id uint64, jt JobTrace, data []byte) []byte
+}
+
+// SetTraceHook makes h (nil: none) receive traced jobs' returns, and
+// their assignments if it is an AssignHook.
+func (e *Engine) SetTraceHook(h TraceHook) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.thook = h
+	e.ahook, _ = h.(AssignHook)
+}
+
+// SetCreation gives the session's next submit the creation context c,
+// kept if the submit creates a job. Call it from the goroutine that calls
+// Handle, before Handle.
+func (s *Session) SetCreation(c Creation) { s.creation = c }
+
+// LastJob returns the id of the job the last Handle concerned: created or
+// coalesced onto by a SUBMIT_JOB*, assigned by a GRAB_JOB*; 0 when it
+// concerned none. Like Outcome, call it from the goroutine that called
+// Handle, after it returned.
+func (s *Session) LastJob() uint64 { return s.lastJob }
+
+// LastJobTraced reports whether LastJob is a traced job, as of the last
+// Handle; so the proxy asks JobTrace only for those. Same rules as LastJob.
+func (s *Session) LastJobTraced() bool { return s.lastTraced }
+
+// LastError returns the ERROR code of the last Handle's reply to its
+// session, or "" when it sent none. Same rules as LastJob.
+func (s *Session) LastError() string { return s.lastErr }
+
+// JobID returns the job id of handle h if h has this engine's form; it
+// does not say whether the job exists. It takes no lock.
+func (e *Engine) JobID(h []byte) (uint64, bool) {
+	if len(h) <= len(e.prefix) || string(h[:len(e.prefix)]) != string(e.prefix) {
+		return 0, false
+	}
+	digits := h[len(e.prefix):]
+	if len(digits) > maxCounterLen || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	var id uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id, true
+}
+
+// AppendHandle appends the handle of job id to dst.
+func (e *Engine) AppendHandle(dst []byte, id uint64) []byte { return e.handleID(dst, id) }
+
+// JobTrace returns what the engine keeps for traced job id, or false for
+// an untraced or finished job.
+func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	tr := e.traceOf(id)
+	j := e.jobs[id]
+	if tr == nil || j == nil {
+		return JobTrace{}, false
+	}
+	return e.jobTraceOf(j, tr), true
+}
+
+// jobTraceOf describes traced job j.
+func (e *Engine) jobTraceOf(j *job, tr *jobTrace) JobTrace {
+	jt := JobTrace{
+		Creation: tr.creation,
+		Function: j.fn.name,
+		Unique:   string(j.unique()),
+		Attempt:  int(j.retries) + 1,
+		BodySize: len(j.data()),
+	}
+	if tr.ready != 0 {
+		jt.Ready = time.Unix(0, tr.ready)
+	}
+	return jt
+}
+
+// assignData returns the workload to send in j's JOB_ASSIGN*: its own, or
+// what the AssignHook makes of it for a traced job.
+func (e *Engine) assignData(j *job) []byte {
+	if e.ahook != nil {
+		if tr := e.traceOf(j.id); tr != nil {
+			return e.ahook.JobAssigning(j.id, e.jobTraceOf(j, tr), j.data())
+		}
+	}
+	return j.data()
+}
+
+// traceOf returns job id's trace, or nil.
+func (e *Engine) traceOf(id uint64) *jobTrace {
+	if e.traces == nil {
+		return nil
+	}
+	return e.traces[id]
+}
+
+// traceAttach makes new job j traced with c, unless c is zero; it runs
+// once j has its id and before its record is written.
+func (e *Engine) traceAttach(j *job, c Creation) {
+	if c == (Creation{}) {
+		return
+	}
+	if e.traces == nil {
+		e.traces = make(map[uint64]*jobTrace)
+	}
+	e.traces[j.id] = &jobTrace{creation: c}
+}
+
+// traceReady notes that j entered its ready queue now.
+func (e *Engine) traceReady(j *job) {
+	if tr := e.traceOf(j.id); tr != nil {
+		tr.ready = e.now()
+	}
+}
+
+// traceFree forgets j's trace.
+func (e *Engine) traceFree(j *job) {
+	if e.traces != nil {
+		delete(e.traces, j.id)
+	}
+}
+
+// traceReturned tells the hook that traced job j's run ended for why.
+func (e *Engine) traceReturned(j *job, why ReturnReason) {
+	if e.thook != nil && e.traceOf(j.id) != nil {
+		e.thook.JobReturned(j.id, why)
+	}
+}

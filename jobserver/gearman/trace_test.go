@@ -1,0 +1,157 @@
+package gearman
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/clock"
+)
+
+// testCreation is a creation context with recognisable bytes.
+func testCreation(b byte) Creation {
+	var c Creation
+	for i := 1; i < len(c); i++ {
+		c[i] = b
+	}
+	c[25] = 1
+	return c
+}
+
+// returns records a TraceHook's calls.
+type returns []string
+
+func (r *returns) JobReturned(id uint64, why ReturnReason) {
+	*r = append(*r, why.String())
+}
+
+// TestTraceKeptWithJob checks that a submit's creation context is kept
+// only when given, that LastJob names the submitted and the grabbed job,
+// that runs ending without WORK_* reach the hook, and that the side map
+// forgets a finished job.
+func TestTraceKeptWithJob(t *testing.T) {
+	h := newHarness(t, Config{})
+	var ret returns
+	h.e.SetTraceHook(&ret)
+	c := h.open()
+	plain := c.submit(codec.SubmitJobBg, "f", "", "plain")
+	c.s.SetCreation(testCreation(3))
+	traced := c.submit(codec.SubmitJobBg, "f", "u1", "traced")
+	id, ok := h.e.JobID([]byte(traced))
+	if !ok || c.s.LastJob() != id || string(h.e.AppendHandle(nil, id)) != traced {
+		t.Fatalf("JobID(%s) = %d %v, LastJob %d", traced, id, ok, c.s.LastJob())
+	}
+	pid, _ := h.e.JobID([]byte(plain))
+	if _, ok := h.e.JobTrace(pid); ok || len(h.e.traces) != 1 {
+		t.Fatalf("untraced job traced; side map %v", h.e.traces)
+	}
+	jt, ok := h.e.JobTrace(id)
+	if !ok || jt.Creation != testCreation(3) || jt.Function != "f" || jt.Unique != "u1" ||
+		jt.Attempt != 1 || jt.BodySize != 6 || !jt.Ready.Equal(epoch0) {
+		t.Fatalf("JobTrace = %+v, %v", jt, ok)
+	}
+
+	w := h.open()
+	w.send(codec.CanDoTimeout, "f", "1000")
+	w.send(codec.GrabJob) // plain first
+	w.rec.take()
+	w.send(codec.GrabJob)
+	w.expect("JOB_ASSIGN " + traced + " f traced")
+	if w.s.LastJob() != id || !w.s.LastJobTraced() {
+		t.Fatalf("LastJob after grab %d (traced %v), want %d", w.s.LastJob(), w.s.LastJobTraced(), id)
+	}
+	h.clk.Advance(2 * time.Second) // both time out; only the traced one is reported
+	if len(ret) != 1 || ret[0] != "timeout" {
+		t.Fatalf("returns %v", ret)
+	}
+	w.send(codec.GrabJob)
+	w.send(codec.GrabJob)
+	w.rec.take()
+	w.close()
+	if len(ret) != 2 || ret[1] != "worker_lost" {
+		t.Fatalf("returns %v", ret)
+	}
+	jt, _ = h.e.JobTrace(id)
+	if jt.Attempt != 3 || !jt.Ready.Equal(epoch0.Add(2*time.Second)) {
+		t.Fatalf("after two failed runs: %+v", jt)
+	}
+	w = h.open()
+	w.send(codec.CanDo, "f")
+	w.send(codec.GrabJob)
+	w.send(codec.GrabJob)
+	w.rec.take()
+	w.send(codec.WorkComplete, traced, "")
+	if len(h.e.traces) != 0 {
+		t.Fatalf("side map %v after completion", h.e.traces)
+	}
+	c.send(codec.SubmitJob, "f", "", "x")
+	if c.s.LastJob() == 0 || c.s.LastError() != "" {
+		t.Fatalf("LastJob %d LastError %q", c.s.LastJob(), c.s.LastError())
+	}
+	c.send(codec.SubmitJob, "f", string(make([]byte, 65)), "x")
+	if c.s.LastJob() != 0 || c.s.LastError() != "ARGUMENT_TOO_LARGE" {
+		t.Fatalf("LastJob %d LastError %q", c.s.LastJob(), c.s.LastError())
+	}
+}
+
+// TestTraceJournaled checks that a traced background job's creation
+// context survives a restart.
+func TestTraceJournaled(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(epoch0)
+	h, crash, _ := openJournaled(t, dir, clk)
+	c := h.open()
+	plain := c.submit(codec.SubmitJobBg, "f", "", "plain")
+	c.s.SetCreation(testCreation(5))
+	traced := c.submit(codec.SubmitJobBg, "f", "", "traced")
+	crash()
+
+	h2, _, _ := openJournaled(t, dir, clk)
+	pid, _ := h2.e.JobID([]byte(plain))
+	id, _ := h2.e.JobID([]byte(traced))
+	if _, ok := h2.e.JobTrace(pid); ok {
+		t.Fatal("untraced job traced after restart")
+	}
+	if jt, ok := h2.e.JobTrace(id); !ok || jt.Creation != testCreation(5) || jt.BodySize != 6 {
+		t.Fatalf("after restart: %+v %v", jt, ok)
+	}
+}
+
+// TestTracedJobMemory measures the heap of a queued 100-byte background
+// job without and with a creation context: tracing off must cost nothing
+// per job (the job struct does not grow), and a traced job pays for its
+// side-map entry only.
+func TestTracedJobMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 2×100k jobs")
+	}
+	perJob := func(traced bool) float64 {
+		e, _ := New(Config{HandlePrefix: "H:bench"})
+		defer e.Stop()
+		c := e.NewSession(SessionInfo{}, &discard{})
+		submit := req(codec.SubmitJobBg, []byte("f"), nil, make([]byte, 100))
+		const n = 100000
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := 0; i < n; i++ {
+			if traced {
+				c.SetCreation(testCreation(byte(i) | 1))
+			}
+			c.Handle(submit)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(e)
+		return float64(after.HeapAlloc-before.HeapAlloc) / n
+	}
+	plain, traced := perJob(false), perJob(true)
+	t.Logf("queued 100-byte background job: %.0f bytes untraced, %.0f traced", plain, traced)
+	if plain > 450 {
+		t.Errorf("%.0f bytes per untraced job, want <= 450", plain)
+	}
+	if traced-plain > 160 {
+		t.Errorf("tracing adds %.0f bytes per job, want <= 160", traced-plain)
+	}
+}

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/tracing"
+)
+
+// beanstalkTrace makes the spans of the jobs of a BeanstalkServer's local
+// engine (tracing/doc.go says which call goes with which event). The engine
+// keeps each job's creation context; this keeps the open process span of
+// each reserved traced job, keyed by job id, because its outcome may come
+// from the reserving connection (delete, release, bury) or from inside the
+// engine (TTR expiry, the connection gone), through the engine's TraceHook.
+//
+// With tracing off the server has no beanstalkTrace (nil), and the read
+// loop's hooks are a nil check each.
+//
+// Lock order: the engine's lock, then mu (the hook runs under the engine
+// lock). Nothing calls into the engine while holding mu.
+type beanstalkTrace struct {
+	tr  *tracing.Tracer
+	eng *engine.Engine
+	mu  sync.Mutex
+	// open is the process span of every reserved traced job.
+	open map[uint64]tracing.Process
+}
+
+var _ engine.TraceHook = (*beanstalkTrace)(nil)
+
+// wireTracing makes s trace its jobs with tr; a nil tr leaves tracing off.
+func (s *BeanstalkServer) wireTracing(tr *tracing.Tracer) {
+	if tr == nil {
+		return
+	}
+	s.trace = &beanstalkTrace{tr: tr, eng: s.eng, open: make(map[uint64]tracing.Process)}
+	s.eng.SetTraceHook(s.trace)
+}
+
+// beanstalkConnTrace is one connection's tracing state, owned by its
+// serve goroutine.
+type beanstalkConnTrace struct {
+	send  tracing.Send    // the put being made
+	cmd   tracing.Command // the stats or peek command being answered
+	start time.Time       // when the current command was read
+	wrap  []byte          // the payload envelope buffer of the last RESERVED
+}
+
+// before runs before sess executes cmd: a put starts its send span and
+// hands the creation context to the engine.
+func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, cmd *wire.Command) {
+	ct.start = time.Now()
+	if isBeanstalkStatsVerb(cmd.Verb) {
+		if bt.tr.CommandSpans() {
+			_, ct.cmd = bt.tr.StartCommand(context.Background(), tracing.Message{
+				Operation: cmd.Verb.String(), Destination: string(cmd.Tube), Start: ct.start,
+			})
+		}
+		return
+	}
+	if cmd.Verb != wire.Put {
+		return
+	}
+	// Unsampled jobs cost no lookups and no engine memory: their receive
+	// and process spans would not be recorded anyway (parent-based).
+	ct.send = bt.tr.StartSendBare(context.Background(), ct.start)
+	if ct.send.Recording() {
+		ct.send.Describe(tracing.Message{Operation: "put", Destination: sess.Using(), BodySize: len(cmd.Body)})
+		sess.SetCreation(engine.Creation(ct.send.Creation()))
+	}
+}
+
+// isBeanstalkStatsVerb reports whether v is a stats, list or peek
+// command: the monitoring commands that get a span with command_spans on.
+func isBeanstalkStatsVerb(v wire.Verb) bool {
+	switch v {
+	case wire.Stats, wire.StatsTube, wire.StatsJob, wire.ListTubes, wire.ListTubeUsed, wire.ListTubesWatched,
+		wire.Peek, wire.PeekReady, wire.PeekDelayed, wire.PeekBuried:
+		return true
+	}
+	return false
+}
+
+// rejectedPut records a put the codec refused (JOB_TOO_BIG,
+// EXPECTED_CRLF): a send span that failed at once.
+func (bt *beanstalkTrace) rejectedPut(sess *engine.Session, kind wire.ReplyKind) {
+	bt.tr.StartSend(context.Background(), tracing.Message{
+		Operation: "put", Destination: sess.Using(),
+	}).Fail(kind.String())
+}
+
+// after runs once cmd has its reply r, before r is written. It may point
+// r.Body at ct.wrap (payload envelope), valid until the next command.
+func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wire.Reply) {
+	if isBeanstalkStatsVerb(cmd.Verb) {
+		errType := ""
+		if r.Kind != wire.OK && r.Kind != wire.Found {
+			errType = r.Kind.String()
+		}
+		ct.cmd.End(errType)
+		ct.cmd = tracing.Command{}
+		return
+	}
+	switch cmd.Verb {
+	case wire.Put:
+		if !ct.send.Recording() {
+			ct.send.End()
+		} else if r.Kind == wire.Inserted {
+			ct.send.Created(strconv.FormatUint(r.ID, 10))
+		} else {
+			ct.send.Fail(r.Kind.String())
+		}
+		ct.send = tracing.Send{}
+	case wire.Reserve, wire.ReserveWithTimeout, wire.ReserveJob:
+		if r.Kind == wire.Reserved {
+			bt.reserved(ct, cmd.Verb, r)
+		}
+	case wire.Delete:
+		if r.Kind == wire.Deleted {
+			bt.take(cmd.ID).Complete()
+		}
+	case wire.Release:
+		switch r.Kind {
+		case wire.Released:
+			bt.take(cmd.ID).Release(cmd.Pri, time.Duration(cmd.Delay)*time.Second)
+		case wire.Buried: // released into a server out of memory: buried instead
+			bt.take(cmd.ID).Bury(cmd.Pri)
+		}
+	case wire.Bury:
+		if r.Kind == wire.Buried {
+			bt.take(cmd.ID).Bury(cmd.Pri)
+		}
+	case wire.Touch:
+		if r.Kind == wire.Touched {
+			bt.mu.Lock()
+			p := bt.open[cmd.ID]
+			bt.mu.Unlock()
+			p.Touch()
+		}
+	}
+}
+
+// reserved records a job handed to the connection: the receive span, and
+// the process span kept until the job's outcome.
+func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wire.Reply) {
+	jt, ok := bt.eng.JobTrace(r.ID)
+	if !ok {
+		return // put while tracing was off, or not sampled
+	}
+	c := tracing.Creation(jt.Creation)
+	m := tracing.Message{
+		Operation: verb.String(), Destination: jt.Tube, ID: strconv.FormatUint(r.ID, 10),
+		BodySize: jt.BodySize, Enqueued: jt.Ready, Attempt: jt.Reserves, Start: ct.start,
+	}
+	ctx := context.Background()
+	bt.tr.Receive(ctx, c, m)
+	_, p := bt.tr.StartProcess(ctx, c, m)
+	bt.mu.Lock()
+	old := bt.open[r.ID]
+	bt.open[r.ID] = p
+	bt.mu.Unlock()
+	// A span still open here lost its outcome in a race with the engine
+	// (the job came back between its reservation and this call).
+	old.Fail(tracing.ErrorWorkerLost)
+	if body, wrapped := bt.tr.WrapPayload(ct.wrap[:0], p.SpanContext(), r.Body); wrapped {
+		ct.wrap = body
+		r.Body = body
+	}
+}
+
+// take removes and returns job id's open process span; the zero Process,
+// which ignores every call, when there is none.
+func (bt *beanstalkTrace) take(id uint64) tracing.Process {
+	bt.mu.Lock()
+	p := bt.open[id]
+	delete(bt.open, id)
+	bt.mu.Unlock()
+	return p
+}
+
+// JobTimedOut ends the process span of a job whose TTR ran out. It runs
+// under the engine lock; ending a span only queues it (the export queue
+// never blocks).
+func (bt *beanstalkTrace) JobTimedOut(id uint64) { bt.take(id).TTRExpired() }
+
+// JobAbandoned ends the process span of a job whose worker's connection
+// closed, at shutdown too.
+func (bt *beanstalkTrace) JobAbandoned(id uint64) { bt.take(id).Fail(tracing.ErrorWorkerLost) }

@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/routing"
+	"github.com/jobgate/jobgate/tracing"
+)
+
+// gwTrace makes the spans of jobs that pass through a Gearman gateway
+// (tracing/doc.go says which call goes with which event). Upstream servers
+// store nothing of ours, so a job's creation context, delivery count and
+// open process span live in a Table keyed by the client-visible handle,
+// which is also what the worker's WORK_* packets name. Jobs of the local
+// backend go through the same table when served by a gateway.
+//
+// Lock order: gwSession.mu, then the Table's lock. Spans are started and
+// ended with gwSession.mu held where the reply is being filled in; that is
+// span bookkeeping only (the export queue never blocks).
+type gwTrace struct {
+	tr    *tracing.Tracer
+	table *tracing.Table[string]
+}
+
+// gwAddr is a backend's host and port for span attributes.
+type gwAddr struct {
+	host string
+	port int
+}
+
+// gwJobTrace is a reply's tracing state: the send span of a SUBMIT_*, or
+// when a GRAB_JOB* was sent.
+type gwJobTrace struct {
+	send  tracing.Send
+	cr    tracing.Creation
+	start time.Time
+}
+
+// newGwTrace returns the gateway's tracing state, or nil with tracing off.
+func newGwTrace(tr *tracing.Tracer, size int) *gwTrace {
+	if tr == nil {
+		return nil
+	}
+	if size <= 0 {
+		size = tracing.DefaultTableSize
+	}
+	return &gwTrace{tr: tr, table: tracing.NewTable[string](size)}
+}
+
+// addrOf is an upstream backend's host and port for span attributes, zero
+// for the local engine. Found per span, not cached, since a reload may
+// bring new backends.
+func addrOf(b *routing.Backend) gwAddr {
+	a, ok := b.Gearman.(interface{ Addr() string })
+	if !ok {
+		return gwAddr{}
+	}
+	host, port, err := net.SplitHostPort(a.Addr())
+	if err != nil {
+		return gwAddr{}
+	}
+	p, _ := strconv.Atoi(port)
+	return gwAddr{host, p}
+}
+
+// TraceEvicted returns how many jobs a traced gateway dropped from its
+// table of traced jobs because it was full (tracing.table_size); 0 for a
+// server that is not a traced gateway. It only grows.
+func (s *GearmanServer) TraceEvicted() uint64 {
+	if s.gw == nil || s.gw.trace == nil {
+		return 0
+	}
+	return s.gw.trace.table.Evicted()
+}
+
+// submit starts the send span of SUBMIT_* p, received at start and about
+// to go to backend b, and keeps it on r until the reply.
+func (t *gwTrace) submit(r *gwReply, p *codec.Packet, b *routing.Backend, start time.Time) {
+	send := t.tr.StartSendBare(context.Background(), start)
+	if !send.Recording() {
+		send.End() // unsampled: nothing to keep for this job
+		return
+	}
+	a := addrOf(b)
+	send.Describe(tracing.Message{
+		Operation: p.Type.String(), Destination: string(p.Function()), ConversationID: string(p.Arg(1)),
+		BodySize: len(p.Data()), ServerAddress: a.host, ServerPort: a.port,
+	})
+	r.trace = &gwJobTrace{start: start, send: send, cr: send.Creation()}
+}
+
+// refused records a SUBMIT_* no backend took.
+func (t *gwTrace) refused(p *codec.Packet, start time.Time) {
+	t.tr.StartSend(context.Background(), tracing.Message{
+		Operation: p.Type.String(), Destination: string(p.Function()), ConversationID: string(p.Arg(1)),
+		BodySize: len(p.Data()), Start: start,
+	}).Fail("backend_unavailable")
+}
+
+// replyLocked sees backend b's reply p to request r, whose client-visible
+// form r.out was just encoded: the end of a submit's send span, or the
+// start of an assigned job's receive and process spans. s.mu is held.
+func (t *gwTrace) replyLocked(s *gwSession, r *gwReply, b *routing.Backend, p *codec.Packet) {
+	if r.trace == nil {
+		return
+	}
+	switch p.Type {
+	case codec.JobCreated:
+		h := t.clientHandle(s, b, p)
+		r.trace.send.Created(h)
+		if h != "" && r.trace.cr.IsSampled() {
+			t.table.Put(h, tracing.Entry{Creation: r.trace.cr, Enqueued: time.Now()})
+		}
+	case codec.Error:
+		r.trace.send.Fail(string(p.Arg(0)))
+	case codec.JobAssign, codec.JobAssignUniq, codec.JobAssignAll:
+		t.assignedLocked(s, r, b, p)
+	}
+}
+
+// clientHandle returns the handle of p as the client sees it.
+func (t *gwTrace) clientHandle(s *gwSession, b *routing.Backend, p *codec.Packet) string {
+	var hb [routing.MaxHandleLen + 1]byte
+	h, err := s.gw.rt().cfg.Handles.Append(hb[:0], b, p.Arg(0))
+	if err != nil {
+		return ""
+	}
+	return string(h)
+}
+
+// assignedLocked starts the receive and process spans of a job assigned
+// to the worker, if the gateway saw its submit.
+func (t *gwTrace) assignedLocked(s *gwSession, r *gwReply, b *routing.Backend, p *codec.Packet) {
+	h := t.clientHandle(s, b, p)
+	e, ok := t.table.Get(h)
+	if !ok {
+		return // submitted elsewhere, before tracing, unsampled or evicted
+	}
+	a := addrOf(b)
+	m := tracing.Message{
+		Operation: p.Type.String(), Destination: string(p.Arg(1)), ID: h,
+		BodySize: len(p.Data()), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,
+		ServerAddress: a.host, ServerPort: a.port, Start: r.trace.start,
+	}
+	if p.Type != codec.JobAssign {
+		m.ConversationID = string(p.Arg(2))
+	}
+	ctx := context.Background()
+	t.tr.Receive(ctx, e.Creation, m)
+	_, proc := t.tr.StartProcess(ctx, e.Creation, m)
+	var old tracing.Process
+	t.table.Update(h, func(e *tracing.Entry) {
+		old = e.Process
+		e.Attempts++
+		e.Process = proc
+	})
+	// A span still open lost its end: the job came back to the server
+	// without a WORK_* through us (an upstream session failed).
+	old.Fail(tracing.ErrorWorkerLost)
+	if s.traced == nil {
+		s.traced = map[string]struct{}{}
+	}
+	s.traced[h] = struct{}{}
+	// The payload envelope goes on the copy delivered to the worker only.
+	if wrapped, ok := t.tr.WrapPayload(nil, proc.SpanContext(), p.Data()); ok && len(p.Args) > 0 {
+		cp := *p
+		cp.Args = append([][]byte(nil), p.Args...)
+		cp.Args[len(cp.Args)-1] = wrapped
+		r.out = s.encodeLocked(r.out[:0], b, &cp)
+	}
+}
+
+// work records a WORK_* the worker sends for client-visible handle h.
+func (t *gwTrace) work(s *gwSession, p *codec.Packet) {
+	h := string(p.Arg(0))
+	switch p.Type {
+	case codec.WorkStatus, codec.WorkData, codec.WorkWarning:
+		e, ok := t.table.Get(h)
+		if !ok {
+			return
+		}
+		switch p.Type {
+		case codec.WorkStatus:
+			e.Process.Status(string(p.Arg(1)), string(p.Arg(2)))
+		case codec.WorkData:
+			e.Process.Data(len(p.Data()))
+		default:
+			e.Process.Warning(len(p.Data()))
+		}
+		return
+	}
+	e, ok := t.table.Delete(h)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.traced, h)
+	s.mu.Unlock()
+	if p.Type == codec.WorkComplete {
+		e.Process.Complete()
+	} else {
+		e.Process.Fail(p.Type.String())
+	}
+}
+
+// closed ends the process spans of the jobs the closing worker holds: the
+// servers give them to another worker, a new receive/process pair.
+func (t *gwTrace) closed(s *gwSession) {
+	s.mu.Lock()
+	held := s.traced
+	s.traced = nil
+	s.mu.Unlock()
+	for h := range held {
+		var p tracing.Process
+		t.table.Update(h, func(e *tracing.Entry) {
+			p = e.Process
+			e.Process = tracing.Process{}
+			e.Enqueued = time.Now()
+		})
+		p.Fail(tracing.ErrorWorkerLost)
+	}
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Measures what tracing costs: one jobgate with tracing off and one with
+# tracing on (sampler always_on unless SAMPLER says otherwise), exporting over OTLP/HTTP to a receiver
+# that discards the spans (jobgate-bench otlp-sink), both serving from their
+# in-process engines on free loopback ports. Each workload runs against the
+# two alternately (the order flips every round) ROUNDS times; the table
+# shows the medians and the on/off ratio of each round's back-to-back pair.
+#
+# Usage: scripts/bench-tracing.sh
+# Environment (defaults in brackets):
+#   ROUNDS [3]  DURATION [5s]  CLIENTS [16]  WORKERS [4]  BODY [100]
+#   SAMPLER [always_on]  RATIO [1]: the traced jobgate's sampler and
+#     sample_ratio, e.g. SAMPLER=parentbased_traceidratio RATIO=0.1
+#   OUT [a temporary directory]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5s}
+CLIENTS=${CLIENTS:-16}
+WORKERS=${WORKERS:-4}
+BODY=${BODY:-100}
+SAMPLER=${SAMPLER:-always_on}
+RATIO=${RATIO:-1}
+OUT=${OUT:-$(mktemp -d /tmp/bench-tracing.XXXXXX)}
+mkdir -p "$OUT"
+
+go build -o "$OUT/jobgate" ./cmd/jobgate
+go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
+. "$(dirname "$0")/bench-lib.sh"
+
+SINK_PID="" OFF_PID="" ON_PID=""
+stop_all() {
+	for pid in $OFF_PID $ON_PID $SINK_PID; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	OFF_PID="" ON_PID="" SINK_PID=""
+}
+trap stop_all EXIT
+stop_jobgates() {
+	for pid in $OFF_PID $ON_PID; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	OFF_PID="" ON_PID=""
+}
+
+SINK_PORT=$(free_port)
+"$OUT/jobgate-bench" otlp-sink -addr "127.0.0.1:$SINK_PORT" >"$OUT/sink.log" 2>&1 &
+SINK_PID=$!
+wait_port "$SINK_PORT"
+cat >"$OUT/on.yaml" <<YAML
+tracing:
+  enabled: true
+  endpoint: "http://127.0.0.1:$SINK_PORT"
+  protocol: http/protobuf
+  sampler: $SAMPLER
+  sample_ratio: $RATIO
+YAML
+
+# start_one NAME [ARGS...] starts a jobgate on two free ports, trying
+# again if another process took a port meanwhile; it sets PID, GM and BS.
+start_one() {
+	local name=$1
+	shift
+	for _ in 1 2 3 4 5; do
+		GM=$(free_port)
+		BS=$(free_port)
+		[ "$GM" = "$BS" ] && continue
+		"$OUT/jobgate" "$@" -gearman "127.0.0.1:$GM" -beanstalk "127.0.0.1:$BS" -admin "" -data "" >"$OUT/$name.log" 2>&1 &
+		PID=$!
+		if wait_port "$GM" 2>/dev/null && wait_port "$BS" 2>/dev/null && kill -0 "$PID" 2>/dev/null; then
+			return 0
+		fi
+		kill "$PID" 2>/dev/null || true
+		wait "$PID" 2>/dev/null || true
+	done
+	echo "could not start jobgate ($name)" >&2
+	return 1
+}
+
+start_jobgates() {
+	start_one off
+	OFF_PID=$PID OFF_GM=$GM OFF_BS=$BS
+	start_one on -config "$OUT/on.yaml"
+	ON_PID=$PID ON_GM=$GM ON_BS=$BS
+}
+
+: >"$OUT/results"
+for round in $(seq "$ROUNDS"); do
+	start_jobgates
+	if [ $((round % 2)) -eq 1 ]; then order="off on"; else order="on off"; fi
+	for mode in $order; do
+		if [ "$mode" = off ]; then gm=$OFF_GM bs=$OFF_BS pid=$OFF_PID; else gm=$ON_GM bs=$ON_BS pid=$ON_PID; fi
+		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$gm" -pid "$pid" -workload fg -clients "$CLIENTS" \
+			-workers "$WORKERS" -body-size "$BODY" -duration "$DURATION" >"$OUT/$mode-fg-$round.txt"
+		echo "$mode gearman-fg $round $(grep '^summary' "$OUT/$mode-fg-$round.txt" | cut -d' ' -f2-)" >>"$OUT/results"
+		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$bs" -workload cycle -producers 4 -consumers 4 \
+			-body-size "$BODY" -duration "$DURATION" >"$OUT/$mode-bs-$round.txt"
+		rate=$(sed -n 's/.*rate=\([0-9.]*\) jobs\/s.*/\1/p' "$OUT/$mode-bs-$round.txt" | head -1)
+		echo "$mode beanstalk-cycle $round ops_per_s=$rate" >>"$OUT/results"
+	done
+	stop_jobgates
+done
+kill "$SINK_PID"; wait "$SINK_PID" || true; SINK_PID=""
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rounds=$ROUNDS duration=$DURATION sampler=$SAMPLER ratio=$RATIO; medians of the rounds; raw runs in $OUT; sink: $(tail -1 "$OUT/sink.log")"
+awk '
+function median(list,   n, i, j, t, a) {
+	n = split(list, a, " ")
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n ? a[int((n + 1) / 2)] : 0
+}
+{
+	mode = $1; wl = $2; round = $3
+	if (!(wl in seen)) { seen[wl] = 1; order[++nw] = wl }
+	for (i = 4; i <= NF; i++) {
+		split($i, kv, "=")
+		vals[mode, wl, kv[1]] = vals[mode, wl, kv[1]] " " kv[2]
+		v[mode, wl, round, kv[1]] = kv[2]
+	}
+	rounds[wl, round] = 1
+}
+END {
+	printf "%-16s %-6s %10s %9s %13s\n", "workload", "trace", "jobs/s", "p99 µs", "server µs/job"
+	for (w = 1; w <= nw; w++) {
+		wl = order[w]
+		for (m = 1; m <= 2; m++) {
+			mode = m == 1 ? "off" : "on"
+			printf "%-16s %-6s %10.0f %9s %13s\n", wl, mode, median(vals[mode, wl, "ops_per_s"]),
+				median(vals[mode, wl, "p99_us"]), median(vals[mode, wl, "server_cpu_us"])
+		}
+		rt = ""; rc = ""
+		for (r = 1; r <= 100; r++) {
+			if (!((wl, r) in rounds)) continue
+			if (v["off", wl, r, "ops_per_s"] > 0) rt = rt " " v["on", wl, r, "ops_per_s"] / v["off", wl, r, "ops_per_s"]
+			if (v["off", wl, r, "server_cpu_us"] > 0) rc = rc " " v["on", wl, r, "server_cpu_us"] / v["off", wl, r, "server_cpu_us"]
+		}
+		printf "%-16s %-6s %9.2fx %9s %12.2fx\n", wl, "on/off", median(rt), "", median(rc)
+	}
+	print "on/off: median over rounds of the throughput ratio and the server CPU per job ratio"
+}' "$OUT/results"
