@@ -37,6 +37,10 @@ type BeanstalkConfig struct {
 	// depths at scrape time. nil: no metrics, at the cost of a nil check.
 	// The server sets the engine's Observer, replacing any other.
 	Metrics *metrics.Metrics
+	// Gateway, when set, routes tubes to upstream beanstalkd servers and
+	// the engine (beanstalk_gateway.go). nil: every command goes straight
+	// to the engine.
+	Gateway *BeanstalkGateway
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -50,6 +54,7 @@ type BeanstalkServer struct {
 	log        *slog.Logger
 	metrics    *metrics.Metrics    // nil: no metrics
 	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
+	gw         *beanstalkGateway   // nil: the direct engine path
 	mu         sync.Mutex          // guards the fields below
 	addr       net.Addr
 	lns        map[net.Listener]struct{}
@@ -85,6 +90,16 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 	s.limits = wire.Limits{MaxLine: cfg.MaxLine, MaxJobSize: s.eng.MaxJobSize()}
 	if cfg.Metrics != nil {
 		s.wireMetrics(cfg.Metrics)
+	}
+	if cfg.Gateway != nil {
+		gw, err := newBeanstalkGateway(s, cfg.Gateway)
+		if err != nil {
+			if s.ownsEng {
+				s.eng.Close()
+			}
+			return nil, err
+		}
+		s.gw = gw
 	}
 	return s, nil
 }
@@ -176,6 +191,9 @@ func (s *BeanstalkServer) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if s.gw != nil {
+		s.gw.stop()
 	}
 	if s.ownsEng {
 		s.eng.Close()
@@ -277,6 +295,10 @@ func (c *beanstalkConn) serve() {
 	defer c.nc.Close()
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true) // replies are flushed deliberately; never delay them
+	}
+	if c.srv.gw != nil {
+		c.serveGateway()
+		return
 	}
 	sess := c.srv.eng.NewSession(c.notify)
 	defer sess.Close()

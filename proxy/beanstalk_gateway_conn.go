@@ -1,0 +1,232 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// serveGateway is serve for a gateway connection: commands go through a
+// bgwSession instead of one engine session.
+func (c *beanstalkConn) serveGateway() {
+	s := c.srv.gw.newSession(c)
+	defer s.close()
+	wr := wire.NewWriter(c.nc)
+	s.wr = wr
+	c.in.wr = wr
+	rd := wire.NewReader(&bgwInput{s: s, in: &c.in}, c.srv.limits)
+	for {
+		cmd, err := rd.ReadCommand()
+		if err != nil {
+			var ce *wire.ClientError
+			if !errors.As(err, &ce) {
+				if err != io.EOF && !errors.Is(err, net.ErrClosed) {
+					c.srv.log.Debug("beanstalk read", "remote", c.nc.RemoteAddr().String(), "err", err)
+				}
+				if s.settle() == nil {
+					wr.Flush()
+				}
+				return
+			}
+			var verb wire.Verb
+			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
+				verb = wire.Put
+			}
+			s.answer(verb, wire.Reply{Kind: ce.Kind})
+			continue
+		}
+		if cmd.Verb == wire.Quit {
+			if s.settle() == nil {
+				wr.Flush()
+			}
+			return
+		}
+		if s.exec(cmd) != nil {
+			return
+		}
+	}
+}
+
+// bgwInput is the gateway connection's input: before it blocks on the
+// client for more bytes, it settles the replies owed (sending the batch to
+// the backends and writing the answers), and beanstalkInput then flushes
+// them. So replies go out once per batch of pipelined commands, and a
+// client that waits for them before sending more is not kept waiting.
+type bgwInput struct {
+	s  *bgwSession
+	in *beanstalkInput
+}
+
+func (i *bgwInput) Read(p []byte) (int, error) {
+	if len(i.in.ahead) == 0 {
+		if err := i.s.settle(); err != nil {
+			return 0, err
+		}
+	}
+	return i.in.Read(p)
+}
+
+// reserve races a reserve over every backend of every watched tube's pool
+// (DESIGN decision 5): the first job wins, the other waits are cancelled,
+// and a job a loser got anyway goes back to ready.
+func (s *bgwSession) reserve(cmd *wire.Command) error {
+	targets := s.reserveTargets()
+	if len(targets) == 0 {
+		return s.write(cmd.Verb, &internalError)
+	}
+	slots := make([]*bgwSlot, len(targets))
+	s.mu.Lock()
+	s.raceLeft, s.raceWin, s.raceAwake = len(targets), nil, true
+	s.mu.Unlock()
+	for i, be := range targets {
+		sl := s.slot(be, cmd.Verb)
+		sl.race = true
+		slots[i] = sl
+		s.do(be, cmd, sl)
+	}
+	s.flushBackends()
+	gone := s.wr.Flush()
+	if gone == nil {
+		gone = s.awaitRace()
+	}
+	for i, be := range targets {
+		s.mu.Lock()
+		done := slots[i].done
+		s.mu.Unlock()
+		if !done {
+			be.conn.Cancel()
+		}
+	}
+	s.mu.Lock()
+	for s.raceLeft > 0 {
+		s.cond.Wait()
+	}
+	win := s.raceWin
+	s.raceAwake, s.raceWin = false, nil
+	s.mu.Unlock()
+	// No poke can come any more: clear the last one.
+	s.c.nc.SetReadDeadline(time.Time{})
+	select {
+	case <-s.c.wake:
+	default:
+	}
+	if gone != nil {
+		win = nil
+	}
+	timedOut := false
+	for _, sl := range slots {
+		if sl != win && sl.err == nil && sl.reply.Kind == wire.Reserved {
+			s.giveBack(sl.be, sl.reply.ID)
+		}
+		timedOut = timedOut || sl.ok(wire.TimedOut)
+	}
+	var err error
+	switch {
+	case gone != nil && gone != io.EOF:
+		err = gone
+	case win != nil:
+		err = s.writeSlot(win)
+	case timedOut || gone == io.EOF:
+		// A client that half-closed gets TIMED_OUT, as from beanstalkd.
+		err = s.write(cmd.Verb, &wire.Reply{Kind: wire.TimedOut})
+	default:
+		err = s.write(cmd.Verb, &internalError)
+	}
+	for _, sl := range slots {
+		s.recycle(sl)
+	}
+	return err
+}
+
+// reserveTargets opens a session on every available backend of every
+// watched tube's pool and makes each watch the tubes it serves.
+func (s *bgwSession) reserveTargets() []*bgwBackend {
+	var bs []*routing.Backend
+	for _, t := range s.watched {
+		p := s.gw.cfg.Rules.Match(t)
+		if p == nil {
+			continue
+		}
+	next:
+		for _, b := range p.Backends() {
+			for _, x := range bs {
+				if x == b {
+					continue next
+				}
+			}
+			if serves(b) {
+				bs = append(bs, b)
+			}
+		}
+	}
+	var out []*bgwBackend
+	for _, b := range bs {
+		if !b.Available() {
+			continue
+		}
+		be, err := s.backend(b)
+		if err != nil {
+			continue
+		}
+		s.syncWatch(be)
+		out = append(out, be)
+	}
+	return out
+}
+
+// awaitRace waits until a reserve wait has a job or all have answered,
+// reading ahead meanwhile to notice the client closing its side, as
+// beanstalkConn.await does. It returns nil, or the client's read error
+// (io.EOF for a half-close).
+func (s *bgwSession) awaitRace() error {
+	c := s.c
+	in := &c.in
+	if len(in.ahead) == 0 {
+		if in.aheadBuf == nil {
+			in.aheadBuf = make([]byte, 0, 4096)
+		}
+		in.ahead = in.aheadBuf[:0]
+	}
+	for {
+		// Clear the deadline before looking, so a poke after the look
+		// ends the next read.
+		c.nc.SetReadDeadline(time.Time{})
+		select {
+		case <-c.wake:
+		default:
+		}
+		s.mu.Lock()
+		decided := s.raceWin != nil || s.raceLeft == 0
+		s.mu.Unlock()
+		if decided {
+			return nil
+		}
+		if len(in.ahead) >= maxReadAhead {
+			select {
+			case <-c.wake:
+				continue
+			case <-c.srv.quit:
+				return net.ErrClosed
+			}
+		}
+		if cap(in.ahead)-len(in.ahead) < 512 {
+			buf := make([]byte, len(in.ahead), 2*cap(in.ahead)+4096)
+			copy(buf, in.ahead)
+			in.ahead, in.aheadBuf = buf, buf
+		}
+		n, err := c.nc.Read(in.ahead[len(in.ahead):cap(in.ahead)])
+		in.ahead = in.ahead[:len(in.ahead)+n]
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			continue
+		}
+		return err
+	}
+}
