@@ -393,4 +393,3 @@ func (s *bgwSession) giveBack(be *bgwBackend, id uint64) {
 	s.wait(sl)
 	s.recycle(sl)
 }
-
