@@ -231,9 +231,9 @@ func (s *bgwSession) kick(cmd *wire.Command) error {
 	bs := append([]*routing.Backend(nil), s.producers()...)
 	var kicked uint64
 	answered := false
-	for _, b := range bs {
+	for i, b := range bs {
 		left := uint64(cmd.Bound) - kicked
-		if left == 0 {
+		if left == 0 && (i > 0 || answered) {
 			break
 		}
 		slots := s.fan([]*routing.Backend{b}, &wire.Command{Verb: wire.Kick, Bound: uint32(left)}, s.syncUse)
