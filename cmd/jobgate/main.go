@@ -53,6 +53,7 @@ const usageHead = `jobgate serves Gearman and Beanstalk from in-process job engi
 Usage:
   jobgate [-config FILE] [flags]   run the servers; flags win over the file
   jobgate -gearman-upstream ADDR,...  a Gearman gateway in front of gearmand servers
+  jobgate -beanstalk-upstream ADDR,...  a Beanstalk gateway in front of beanstalkd servers
   jobgate check-config FILE        validate a configuration file and exit
   jobgate version                  print the version and exit
 
@@ -105,6 +106,7 @@ func parseCommandLine(args []string, stderr io.Writer) (*config.Config, int) {
 	}
 	configPath := fs.String("config", "", "YAML configuration `file` (every field is in the README); flags win over it")
 	gearmanUpstream := fs.String("gearman-upstream", "", "route every Gearman function to these gearmand `addresses` (comma-separated), sharded by name")
+	beanstalkUpstream := fs.String("beanstalk-upstream", "", "route every Beanstalk tube to these beanstalkd `addresses` (comma-separated), sharded by name")
 	flags, err := registerConfigFlags(fs)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)
@@ -130,6 +132,12 @@ func parseCommandLine(args []string, stderr io.Writer) (*config.Config, int) {
 	}
 	if *gearmanUpstream != "" {
 		if err := applyGearmanUpstream(cfg, *gearmanUpstream); err != nil {
+			fmt.Fprintf(stderr, "jobgate: %v\n", err)
+			return nil, 2
+		}
+	}
+	if *beanstalkUpstream != "" {
+		if err := applyBeanstalkUpstream(cfg, *beanstalkUpstream); err != nil {
 			fmt.Fprintf(stderr, "jobgate: %v\n", err)
 			return nil, 2
 		}

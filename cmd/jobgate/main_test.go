@@ -102,9 +102,9 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"-gearman-job-retries", "x"}, `command line: gearman.job_retries: want an integer, got "x"`},
 		{[]string{"-log-level", "loud"}, "log.level"},
 		{[]string{"-config", unserved}, "tls.yaml:4:16: tls.min_version: not supported by this build yet"},
-		{[]string{"-config", routed}, "routes.yaml:3:5: routes.beanstalk: not supported by this build yet"},
-		{[]string{"-config", bsUpstream}, "bs.yaml:4:11: backends[0].type: Beanstalk upstreams are not supported by this build yet"},
-		{[]string{"-config", routed, "-gearman-upstream", "127.0.0.1:4999"}, "routes.beanstalk"},
+		{[]string{"-config", routed, "-beanstalk-upstream", "127.0.0.1:11399"}, "-beanstalk-upstream: the config file already declares Beanstalk backends or routes"},
+		{[]string{"-config", bsUpstream, "-beanstalk-upstream", "127.0.0.1:11399"}, "-beanstalk-upstream: the config file already declares"},
+		{[]string{"-beanstalk-upstream", "127.0.0.1:11300,127.0.0.1:11300"}, "listed twice"},
 		{[]string{"-gearman-upstream", "127.0.0.1:4730,127.0.0.1:4730"}, "listed twice"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 	} {

@@ -16,7 +16,6 @@ import (
 var notServedYet = []string{
 	"gearman.tls_listen", "beanstalk.tls_listen", "admin.tls",
 	"limits", "tls", "auth", "tracing",
-	"routes.beanstalk", "routes.beanstalk_default",
 }
 
 const unserved = "not supported by this build yet; remove it (see the README's Configuration)"
@@ -47,11 +46,8 @@ func checkServed(cfg *config.Config) error {
 			errs = append(errs, cfg.ErrorAt(path, unserved))
 		}
 	}
-	// Gearman upstreams are served; Beanstalk ones and upstream TLS not yet.
+	// Gearman and Beanstalk upstreams are served; upstream TLS not yet.
 	for i, b := range cfg.Backends {
-		if b.Type == config.TypeBeanstalk {
-			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("backends[%d].type", i), "Beanstalk upstreams are "+unserved))
-		}
 		if b.TLS.Enabled {
 			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("backends[%d].tls.enabled", i), "upstream TLS is "+unserved))
 		}
@@ -74,7 +70,6 @@ func notServed(path string) bool {
 // sectionLists gives the length of each list of sections among the
 // features not served yet.
 var sectionLists = map[string]func(*config.Config) int{
-	"routes.beanstalk": func(c *config.Config) int { return len(c.Routes.Beanstalk) },
 	"tls.certificates": func(c *config.Config) int { return len(c.TLS.Certificates) },
 	"auth.identities":  func(c *config.Config) int { return len(c.Auth.Identities) },
 	"auth.rules":       func(c *config.Config) int { return len(c.Auth.Rules) },
