@@ -119,8 +119,12 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 	}
 	timedOut := false
 	for _, sl := range slots {
-		if sl != win && sl.err == nil && sl.reply.Kind == wire.Reserved {
+		switch {
+		case sl == win:
+		case sl.err == nil && sl.reply.Kind == wire.Reserved:
 			s.giveBack(sl.be, sl.reply.ID)
+		case sl.err != nil:
+			s.giveBackTooBig(sl)
 		}
 		timedOut = timedOut || sl.ok(wire.TimedOut)
 	}

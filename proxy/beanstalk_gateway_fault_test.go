@@ -223,9 +223,10 @@ func TestBeanstalkGatewayUpstreamDiesMidReserve(t *testing.T) {
 	both.expect(t, "DELETED\r\n", "delete")
 }
 
-// fakeBeanstalkd answers use and watch, and closes the connection when it
-// gets a put: an upstream that dies in the middle of a command.
-func fakeBeanstalkd(t *testing.T) string {
+// fakeBeanstalkd answers use and watch; it answers a put with INSERTED 7
+// after delay, or, with delay 0, closes the connection: an upstream that
+// dies in the middle of a command.
+func fakeBeanstalkd(t *testing.T, delay time.Duration) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -252,6 +253,12 @@ func fakeBeanstalkd(t *testing.T) string {
 						nc.Write([]byte("USING " + f[1] + "\r\n"))
 					case len(f) == 2 && (f[0] == "watch" || f[0] == "ignore"):
 						nc.Write([]byte("WATCHING 1\r\n"))
+					case len(f) == 5 && f[0] == "put" && delay > 0:
+						if _, err := br.ReadString('\n'); err != nil {
+							return
+						}
+						time.Sleep(delay)
+						nc.Write([]byte("INSERTED 7\r\n"))
 					default:
 						return
 					}
@@ -267,11 +274,24 @@ func fakeBeanstalkd(t *testing.T) string {
 // INTERNAL_ERROR, the others their answers, in order.
 func TestBeanstalkGatewayUpstreamDiesMidCommand(t *testing.T) {
 	t.Parallel()
+	addr := fakeGateway(t, fakeBeanstalkd(t, 0), "doomed")
+	conn := bsDial(t, addr)
+	defer conn.nc.Close()
+	conn.send(t, "use doomed\r\nput 1 0 10 1\r\nx\r\nuse fine\r\nput 1 0 10 1\r\ny\r\nlist-tube-used\r\n")
+	conn.expect(t, "USING doomed\r\nINTERNAL_ERROR\r\nUSING fine\r\nINSERTED {n}\r\nUSING fine\r\n", "batch")
+	conn.send(t, "peek-ready\r\n")
+	conn.expect(t, "FOUND {n} 1\r\ny\r\n", "the local job")
+}
+
+// fakeGateway serves a gateway routing tube to the fake upstream at up and
+// everything else to the local engine.
+func fakeGateway(t *testing.T, up, tube string) string {
+	t.Helper()
 	c := config.Default()
 	b := config.DefaultBackend()
-	b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "fake", 1, config.TypeBeanstalk, fakeBeanstalkd(t), 0
+	b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "fake", 1, config.TypeBeanstalk, up, 0
 	c.Backends = append(c.Backends, b)
-	c.Routes.Beanstalk = []config.Route{{Exact: "doomed", Backend: "fake"}}
+	c.Routes.Beanstalk = []config.Route{{Exact: tube, Backend: "fake"}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,10 +300,47 @@ func TestBeanstalkGatewayUpstreamDiesMidCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, _ := bsServeGateway(t, g, 0)
+	return addr
+}
+
+// TestBeanstalkGatewayReplyOrder pipelines a put to a slow upstream between
+// commands the local engine answers at once: the replies come in request
+// order, the slow one first.
+func TestBeanstalkGatewayReplyOrder(t *testing.T) {
+	t.Parallel()
+	addr := fakeGateway(t, fakeBeanstalkd(t, 200*time.Millisecond), "slow")
 	conn := bsDial(t, addr)
 	defer conn.nc.Close()
-	conn.send(t, "use doomed\r\nput 1 0 10 1\r\nx\r\nuse fine\r\nput 1 0 10 1\r\ny\r\nlist-tube-used\r\n")
-	conn.expect(t, "USING doomed\r\nINTERNAL_ERROR\r\nUSING fine\r\nINSERTED {n}\r\nUSING fine\r\n", "batch")
-	conn.send(t, "peek-ready\r\n")
-	conn.expect(t, "FOUND {n} 1\r\ny\r\n", "the local job")
+	conn.send(t, "use slow\r\nput 1 0 10 1\r\nx\r\nuse fast\r\nput 1 0 10 1\r\ny\r\n")
+	conn.expect(t, "USING slow\r\nINSERTED "+strconv.FormatUint(1<<routing.UpstreamIDBits|7, 10)+"\r\nUSING fast\r\nINSERTED 1\r\n", "batch")
+}
+
+// TestBeanstalkGatewayReplyTooBig reserves, through a gateway with a small
+// job size limit, a job bigger than that limit on the upstream: the client
+// gets INTERNAL_ERROR and the job goes back to ready there.
+func TestBeanstalkGatewayReplyTooBig(t *testing.T) {
+	t.Parallel()
+	up := testutil.StartBeanstalkd(t)
+	d := bgwDial(t, up)
+	_, err := gobeanstalk.NewTube(d, "big").Put(make([]byte, 500), 1, 0, time.Minute)
+	must(t, err)
+	c := config.Default()
+	c.Beanstalk.MaxJobSize = 100
+	b := config.DefaultBackend()
+	b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "up", 1, config.TypeBeanstalk, up, 0
+	c.Backends = append(c.Backends, b)
+	c.Routes.BeanstalkDefault = "up"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := bsServeGateway(t, g, 100)
+	conn := bsDial(t, addr)
+	defer conn.nc.Close()
+	conn.send(t, "watch big\r\nreserve-with-timeout 1\r\n")
+	conn.expect(t, "WATCHING 2\r\nINTERNAL_ERROR\r\n", "reserve")
+	pollReady(t, up, "big", 1)
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"strconv"
 	"sync"
 
@@ -119,7 +120,7 @@ func (s *bgwSession) fill(sl *bgwSlot, r *wire.Reply, err error) {
 		sl.reply.Tube = sl.buf[:len(r.Tube):len(r.Tube)]
 		sl.reply.Body = sl.buf[len(r.Tube):]
 	}
-	if err != nil && sl.be != nil {
+	if sl.be != nil && (routing.IsTransport(err) || errors.Is(err, routing.ErrClosed)) {
 		sl.be.dead = true
 	}
 	sl.done = true
@@ -312,6 +313,7 @@ var internalError = wire.Reply{Kind: wire.InternalError}
 // writeSlot writes one filled slot as the client's reply, rewriting ids.
 func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 	if sl.err != nil {
+		s.giveBackTooBig(sl)
 		return s.write(sl.verb, &internalError)
 	}
 	r := &sl.reply
@@ -392,4 +394,13 @@ func (s *bgwSession) giveBack(be *bgwBackend, id uint64) {
 	s.flushBackends()
 	s.wait(sl)
 	s.recycle(sl)
+}
+
+// giveBackTooBig returns a job whose RESERVED reply was too big to pass on
+// (the backend session skipped the body and still holds the job).
+func (s *bgwSession) giveBackTooBig(sl *bgwSlot) {
+	var big *wire.ReplyTooBigError
+	if sl.be != nil && errors.As(sl.err, &big) && big.Kind == wire.Reserved {
+		s.giveBack(sl.be, big.ID)
+	}
 }
