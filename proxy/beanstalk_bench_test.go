@@ -12,8 +12,12 @@ import (
 // The client reuses its buffers, so allocs/op are the server's (the job and
 // its body copy).
 func BenchmarkBeanstalkServerCycle(b *testing.B) {
-	srv := bsStartJobgate(b, 0)
-	nc, err := net.Dial("tcp", srv.addr)
+	bsBenchCycle(b, bsStartJobgate(b, 0).addr)
+}
+
+// bsBenchCycle runs put, reserve and delete against the server at addr.
+func bsBenchCycle(b *testing.B, addr string) {
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)
 	}
