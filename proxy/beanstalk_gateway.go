@@ -21,16 +21,20 @@ import (
 //
 // What the gateway does per client connection (beanstalk_gateway_*.go):
 //   - use, watch, ignore, list-tube-used and list-tubes-watched are kept
-//     and answered by the gateway; backend sessions are told the used tube
-//     and the watched tubes they serve just before they need them.
+//     and answered by the gateway. The used tube is passed on at once to
+//     the backend the next put goes to, a watched tube to every backend of
+//     its pool (each backend session watches exactly the client's tubes it
+//     serves), so the tubes exist where beanstalkd would have them.
 //   - put goes to the used tube's pool: the first available backend in
 //     Pool.Order (the shard owner, else the next in hash order); a backend
 //     that cannot be opened is skipped for the next. INSERTED carries an id
 //     that names the backend (routing.IDMap).
-//   - reserve and reserve-with-timeout race every backend of every watched
-//     tube's pool (consumers drain every shard); the first job wins, the
-//     other waits are cancelled, and a job a loser got goes back to ready
-//     with its priority at once.
+//   - reserve and reserve-with-timeout are served from every backend of
+//     every watched tube's pool (consumers drain every shard): first a job
+//     ready now, asking the backends in turn (starting one further each
+//     time); else a wait raced over all of them, where the first job wins,
+//     the other waits are cancelled, and a job a loser got goes back to
+//     ready with its priority at once.
 //   - reserve-job, delete, release, bury, touch, peek, kick-job and
 //     stats-job go to the backend the id names, with the backend's own id;
 //     an id no backend can hold is NOT_FOUND, as from beanstalkd.
@@ -53,6 +57,14 @@ import (
 //
 // Limits of this version:
 //   - A tube no rule routes (no default) gets INTERNAL_ERROR for put.
+//   - A reserve cancelled on an upstream (another backend won) leaves that
+//     upstream session busy until its reserve round ends (at most
+//     upstream.DefaultReserveRound); a job the round brings goes back to
+//     ready after it, so another worker may wait that long for it.
+//   - A put the codec refuses (EXPECTED_CRLF, JOB_TOO_BIG) is answered by
+//     the gateway and uses up no id on the backend, unlike beanstalkd.
+//   - Per-tube job metrics count the local engine's jobs only; commands
+//     through the gateway are counted by the server as usual.
 //   - A reserved job whose upstream id does not fit the client-visible id
 //     (routing.ErrIDOverflow) is released and the reserve answers
 //     INTERNAL_ERROR.

@@ -14,7 +14,12 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 	case wire.Use:
 		s.used = append(s.used[:0], cmd.Tube...)
 		s.answer(cmd.Verb, wire.Reply{Kind: wire.Using, Tube: s.used})
-		s.tell(cmd.Tube, s.syncUse)
+		// The backend that takes the next put uses the tube at once, as
+		// beanstalkd creates it at once; the others hear of it if a
+		// put fails over to them.
+		if be := s.producer(); be != nil {
+			s.syncUse(be)
+		}
 	case wire.Watch:
 		if !s.watches(cmd.Tube) {
 			s.watched = append(s.watched, append([]byte(nil), cmd.Tube...))
@@ -63,9 +68,9 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 	return nil
 }
 
-// tell applies a use or watch to the backends of the tube's pool at once,
-// opening sessions as needed, as beanstalkd creates the tube at once: a
-// producer puts there next, a consumer reserves from all of them.
+// tell applies a watch to the backends of the tube's pool at once, opening
+// sessions as needed, as beanstalkd creates the tube at once: a consumer
+// reserves from all of them.
 func (s *bgwSession) tell(tube []byte, sync func(*bgwBackend)) {
 	p := s.gw.cfg.Rules.Match(tube)
 	if p == nil {
@@ -120,22 +125,30 @@ func (s *bgwSession) producers() []*routing.Backend {
 	return s.order
 }
 
-// put sends the job to the first backend of the used tube's pool that is
-// available and opens: the owner, else the next in hash order.
-func (s *bgwSession) put(cmd *wire.Command) {
+// producer returns the session of the first backend of the used tube's
+// pool that is available and opens: the owner, else the next in hash
+// order; nil when there is none.
+func (s *bgwSession) producer() *bgwBackend {
 	for _, b := range s.producers() {
 		if !b.Available() {
 			continue
 		}
-		be, err := s.backend(b)
-		if err != nil {
-			continue
+		if be, err := s.backend(b); err == nil {
+			return be
 		}
-		s.syncUse(be)
-		s.do(be, cmd, s.push(be, cmd.Verb))
+	}
+	return nil
+}
+
+// put sends the job to the used tube's producer backend.
+func (s *bgwSession) put(cmd *wire.Command) {
+	be := s.producer()
+	if be == nil {
+		s.answer(cmd.Verb, internalError)
 		return
 	}
-	s.answer(cmd.Verb, internalError)
+	s.syncUse(be)
+	s.do(be, cmd, s.push(be, cmd.Verb))
 }
 
 // byID sends a command naming a job to the backend the id names.

@@ -70,13 +70,23 @@ func (i *bgwInput) Read(p []byte) (int, error) {
 	return i.in.Read(p)
 }
 
-// reserve races a reserve over every backend of every watched tube's pool
-// (DESIGN decision 5): the first job wins, the other waits are cancelled,
-// and a job a loser got anyway goes back to ready.
+// reserve serves a reserve from every backend of every watched tube's pool
+// (DESIGN decision 5). With several, it first asks each in turn for a job
+// that is ready now (reserve-with-timeout 0, starting one further each
+// time so that no backend is starved), which takes no job it does not
+// hand out; only when none has one does it race a waiting reserve over all
+// of them: the first job wins, the other waits are cancelled, and a job a
+// loser got anyway goes back to ready.
 func (s *bgwSession) reserve(cmd *wire.Command) error {
 	targets := s.reserveTargets()
 	if len(targets) == 0 {
 		return s.write(cmd.Verb, &internalError)
+	}
+	if len(targets) > 1 {
+		done, err := s.reserveReady(cmd, targets)
+		if done {
+			return err
+		}
 	}
 	slots := make([]*bgwSlot, len(targets))
 	s.mu.Lock()
@@ -144,6 +154,37 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 		s.recycle(sl)
 	}
 	return err
+}
+
+// reserveReady asks each target in turn for a job ready now. It reports
+// whether it answered the client: with the job, or, for a reserve that
+// may not wait, TIMED_OUT (INTERNAL_ERROR when no backend answered).
+func (s *bgwSession) reserveReady(cmd *wire.Command, targets []*bgwBackend) (bool, error) {
+	start := s.nextReserve % len(targets)
+	s.nextReserve++
+	now := wire.Command{Verb: wire.ReserveWithTimeout}
+	answered := false
+	for i := range targets {
+		sl := s.ask(targets[(start+i)%len(targets)], &now)
+		s.flushBackends()
+		s.wait(sl)
+		sl.verb = cmd.Verb
+		if sl.err == nil && (sl.reply.Kind == wire.Reserved || sl.reply.Kind == wire.DeadlineSoon) {
+			err := s.writeSlot(sl)
+			s.recycle(sl)
+			return true, err
+		}
+		s.giveBackTooBig(sl)
+		answered = answered || sl.err == nil
+		s.recycle(sl)
+	}
+	if cmd.Verb == wire.ReserveWithTimeout && cmd.Timeout == 0 {
+		if !answered {
+			return true, s.write(cmd.Verb, &internalError)
+		}
+		return true, s.write(cmd.Verb, &wire.Reply{Kind: wire.TimedOut})
+	}
+	return false, nil
 }
 
 // reserveTargets opens a session on every available backend of every

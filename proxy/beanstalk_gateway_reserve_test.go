@@ -70,8 +70,9 @@ func TestBeanstalkGatewayCloseReleases(t *testing.T) {
 }
 
 // TestBeanstalkGatewayReserveLosersGiveBack puts a job on each of two
-// backends and reserves once over both: whichever lost the race holds no
-// job, so a second reserve, and a direct look at the upstream, find it.
+// backends and reserves once over both: the backend whose job was not
+// handed out holds none reserved, so a direct look at the upstream and a
+// second reserve find it.
 func TestBeanstalkGatewayReserveLosersGiveBack(t *testing.T) {
 	t.Parallel()
 	for _, local := range []bool{false, true} {

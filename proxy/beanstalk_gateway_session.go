@@ -39,8 +39,10 @@ type bgwSession struct {
 	fifo    []*bgwSlot
 	free    []*bgwSlot
 	order   []*routing.Backend // scratch for Pool.Order
-	yaml    wire.YAMLBuilder
-	discard func(*wire.Reply, error) // the done of commands of our own
+	// nextReserve rotates the backend a reserve asks first.
+	nextReserve int
+	yaml        wire.YAMLBuilder
+	discard     func(*wire.Reply, error) // the done of commands of our own
 
 	mu        sync.Mutex
 	cond      sync.Cond // on mu: a slot was filled
