@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/routing"
 )
@@ -62,6 +63,7 @@ func kill(t *testing.T, cmd *exec.Cmd) {
 // gateway whose breakers open after one failure and try again soon.
 type faultCluster struct {
 	*bgwCluster
+	gw    *proxy.BeanstalkGateway
 	ports map[int]int       // backend id -> port
 	dirs  map[int]string    // backend id -> binlog directory
 	procs map[int]*exec.Cmd // backend id -> process
@@ -81,7 +83,7 @@ func startFaultCluster(t *testing.T) *faultCluster {
 		b.Name, b.ID, b.Type, b.HealthInterval = "bs-"+strconv.Itoa(i), i, config.TypeBeanstalk, 0
 		b.Address = net.JoinHostPort("127.0.0.1", strconv.Itoa(fc.ports[i]))
 		b.DialTimeout, b.IOTimeout = time.Second, 2*time.Second
-		b.Breaker = config.Breaker{Failures: 1, OpenTimeout: 300 * time.Millisecond, HalfOpenRequests: 1}
+		b.Breaker = config.Breaker{Failures: 1, OpenTimeout: time.Second, HalfOpenRequests: 1}
 		c.Backends = append(c.Backends, b)
 		members = append(members, b.Name)
 		mirror = append(mirror, &routing.Backend{ID: i, Name: b.Name})
@@ -104,12 +106,23 @@ func startFaultCluster(t *testing.T) *faultCluster {
 		t.Fatal(err)
 	}
 	fc.bgwCluster = &bgwCluster{addr: addr, srv: srv, ups: ups, pool: pool}
+	fc.gw = g
 	return fc
 }
 
+// breaker is the breaker of backend id.
+func (fc *faultCluster) breaker(id int) *routing.Breaker {
+	for _, b := range fc.gw.Rules.Default().Backends() {
+		if b.ID == id {
+			return b.Breaker
+		}
+	}
+	return nil
+}
+
 // TestBeanstalkGatewayUpstreamDiesMidPut kills the owner of a tube between
-// puts: each put gets INSERTED (from the other backend, once the breaker
-// is open) or INTERNAL_ERROR; every acknowledged job is on the backend its
+// puts: each put gets INSERTED (from the other backend, the owner's
+// breaker being open) or INTERNAL_ERROR; every acknowledged job is on the backend its
 // id names after the dead one restarts from its binlog; and the breaker
 // closes again, so puts return to the owner.
 func TestBeanstalkGatewayUpstreamDiesMidPut(t *testing.T) {
@@ -146,6 +159,11 @@ func TestBeanstalkGatewayUpstreamDiesMidPut(t *testing.T) {
 			if be != 2 {
 				t.Fatalf("put %d after the kill went to backend %d", i, be)
 			}
+			// The lost session counted as a failure: the breaker is
+			// open, so the dead server is not even dialled.
+			if st := fc.breaker(1).State(); st != routing.BreakerOpen {
+				t.Fatalf("put %d failed over with backend 1's breaker %v", i, st)
+			}
 			failedOver++
 		}
 	}
@@ -168,6 +186,9 @@ func TestBeanstalkGatewayUpstreamDiesMidPut(t *testing.T) {
 		id, err := tb.Put([]byte("back"), 1, 0, time.Minute)
 		must(t, err)
 		if be, _ := split(id); be == 1 {
+			if st := fc.breaker(1).State(); st != routing.BreakerClosed {
+				t.Fatalf("back on the owner with its breaker %v", st)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -343,4 +364,34 @@ func TestBeanstalkGatewayReplyTooBig(t *testing.T) {
 	conn.send(t, "watch big\r\nreserve-with-timeout 1\r\n")
 	conn.expect(t, "WATCHING 2\r\nINTERNAL_ERROR\r\n", "reserve")
 	pollReady(t, up, "big", 1)
+}
+
+// TestBeanstalkGatewayBreakerMetrics: a gateway built with metrics reports
+// its backends' breaker transitions.
+func TestBeanstalkGatewayBreakerMetrics(t *testing.T) {
+	c := config.Default()
+	b := config.DefaultBackend()
+	b.Name, b.ID, b.Type, b.Address = "b1", 1, config.TypeBeanstalk, "127.0.0.1:1"
+	b.Breaker = config.Breaker{Failures: 2, OpenTimeout: time.Hour, HalfOpenRequests: 1}
+	c.Backends = append(c.Backends, b)
+	c.Routes.Beanstalk = []config.Route{{Exact: "one", Backend: "b1"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
+	g, err := proxy.NewBeanstalkGatewayFromConfig(c, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := g.Rules.Match([]byte("one")).Owner([]byte("one"))
+	if be.Breaker == nil {
+		t.Fatal("no breaker")
+	}
+	fail := &routing.TransportError{Err: errors.New("reset")}
+	be.Breaker.Record(fail)
+	be.Breaker.Record(fail)
+	checkSamples(t, scrapeMetrics(t, m), map[string]float64{
+		`jobgate_breaker_state{backend="b1"}`:                       2,
+		`jobgate_breaker_transitions_total{backend="b1",to="open"}`: 1,
+	})
 }

@@ -1,12 +1,26 @@
 package proxy
 
 import (
+	"context"
 	"sync"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/routing"
 )
+
+// bgwLocalBackend is the local engine as a routing.BeanstalkBackend (the
+// backend with id 0 and no opener of its own): each Open is a new engine
+// session, so a gateway client holds one, as it holds one per upstream.
+type bgwLocalBackend struct{ eng *engine.Engine }
+
+var _ routing.BeanstalkBackend = bgwLocalBackend{}
+
+// Open starts a session on the engine; it cannot fail, and the session
+// never ends by itself, so closed is not called.
+func (l bgwLocalBackend) Open(context.Context, func(error)) (routing.BeanstalkConn, error) {
+	return newBgwLocal(l.eng), nil
+}
 
 // bgwLocal is a gateway session's session on the local engine, as a
 // routing.BeanstalkConn: commands run at once on the caller's goroutine

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -167,7 +168,7 @@ func (s *bgwSession) backend(b *routing.Backend) (*bgwBackend, error) {
 	}
 	be := &bgwBackend{b: b, used: "default", watched: []string{"default"}}
 	if b.ID == routing.LocalID && b.Beanstalk == nil {
-		be.conn = newBgwLocal(s.gw.srv.eng)
+		be.conn, _ = bgwLocalBackend{s.gw.srv.eng}.Open(context.Background(), nil)
 	} else {
 		ctx, cancel := s.gw.openTimeout()
 		conn, err := b.OpenBeanstalk(ctx, func(error) {
