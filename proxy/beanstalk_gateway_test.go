@@ -330,9 +330,67 @@ func TestBeanstalkGatewayStatsAggregate(t *testing.T) {
 	if st["current-tubes"] != strconv.Itoa(len(list)) {
 		t.Fatalf("current-tubes %s, list-tubes has %d", st["current-tubes"], len(list))
 	}
-	ts, err := gobeanstalk.NewTube(c, tubes[len(tubes)-1]).Stats()
+	last := gobeanstalk.NewTube(c, tubes[len(tubes)-1])
+	ts, err := last.Stats()
 	must(t, err)
 	if ts["current-jobs-ready"] != strconv.Itoa(len(tubes)) {
 		t.Fatalf("stats-tube: %v", ts)
+	}
+	// pause-tube reaches the backends of the pool that have the tube;
+	// stats-tube shows the pause.
+	must(t, last.Pause(time.Minute))
+	if ts, err = last.Stats(); err != nil || ts["pause"] != "60" {
+		t.Fatalf("stats-tube after pause: %v %v", ts, err)
+	}
+	if id := cl.owner(last.Name); id != routing.LocalID {
+		if ts, err := gobeanstalk.NewTube(bgwDial(t, cl.ups[id]), last.Name).Stats(); err != nil || ts["pause"] != "60" {
+			t.Fatalf("backend %d: stats-tube after pause: %v %v", id, ts, err)
+		}
+	}
+	if _, err := gobeanstalk.NewTube(c, "never-used").Stats(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("stats-tube of an unknown tube: %v", err)
+	}
+}
+
+// TestBeanstalkGatewayKickAcrossBackends buries jobs of one tube on both
+// backends of its pool (as puts failed over while the owner was down would
+// leave them) and kicks them through the gateway: owner first, then the
+// next, within the bound.
+func TestBeanstalkGatewayKickAcrossBackends(t *testing.T) {
+	t.Parallel()
+	cl := bgwStart(t, 2, false)
+	tube := cl.tubesOnEveryBackend(1)[0]
+	owner := cl.owner(tube)
+	other := 3 - owner
+	// Two buried jobs on each backend, put there directly.
+	for _, id := range []int{owner, other} {
+		d := bgwDial(t, cl.ups[id])
+		tb := gobeanstalk.NewTube(d, tube)
+		ts := gobeanstalk.NewTubeSet(d, tube)
+		for range 2 {
+			_, err := tb.Put([]byte("k"), 1, 0, time.Minute)
+			must(t, err)
+			jid, _, err := ts.Reserve(time.Second)
+			must(t, err)
+			must(t, d.Bury(jid, 1))
+		}
+	}
+	c := bgwDial(t, cl.addr)
+	tb := gobeanstalk.NewTube(c, tube)
+	n, err := tb.Kick(3)
+	must(t, err)
+	if n != 3 {
+		t.Fatalf("kick 3 kicked %d", n)
+	}
+	if n, err = tb.Kick(10); err != nil || n != 1 {
+		t.Fatalf("kick 10 kicked %d, %v; want the last one", n, err)
+	}
+	if _, _, err := tb.PeekBuried(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+		t.Fatalf("peek-buried after kicking all: %v", err)
+	}
+	st, err := tb.Stats()
+	must(t, err)
+	if st["current-jobs-ready"] != "4" {
+		t.Fatalf("stats-tube after kicks: %v", st)
 	}
 }
