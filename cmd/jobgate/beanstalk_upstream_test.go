@@ -129,3 +129,24 @@ func TestBeanstalkShardingExample(t *testing.T) {
 		}
 	}
 }
+
+// TestBothUpstreamFlags: -gearman-upstream and -beanstalk-upstream make one
+// configuration with both gateways, ids apart.
+func TestBothUpstreamFlags(t *testing.T) {
+	var stderr strings.Builder
+	cfg, code := parseCommandLine([]string{"-gearman-upstream", "127.0.0.1:4731,127.0.0.1:4732",
+		"-beanstalk-upstream", "127.0.0.1:11301"}, &stderr)
+	if cfg == nil || code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if cfg.Routes.GearmanDefault != config.UpstreamGearmanPool || cfg.Routes.BeanstalkDefault != config.UpstreamBeanstalkPool {
+		t.Fatalf("defaults %q %q", cfg.Routes.GearmanDefault, cfg.Routes.BeanstalkDefault)
+	}
+	var ids []int
+	for _, b := range cfg.Backends {
+		ids = append(ids, b.ID)
+	}
+	if fmt.Sprint(ids) != "[1 2 513]" {
+		t.Fatalf("backend ids %v", ids)
+	}
+}
