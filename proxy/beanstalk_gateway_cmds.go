@@ -13,24 +13,30 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 	switch cmd.Verb {
 	case wire.Use:
 		s.used = append(s.used[:0], cmd.Tube...)
-		s.answer(cmd.Verb, wire.Reply{Kind: wire.Using, Tube: s.used})
-		// The backend that takes the next put uses the tube at once, as
-		// beanstalkd creates it at once; the others hear of it if a
-		// put fails over to them.
+		sl := s.answer(cmd.Verb, wire.Reply{Kind: wire.Using, Tube: s.used})
+		// The backend that takes the next put uses the tube before the
+		// client hears USING, as beanstalkd creates it at once; the
+		// others hear of it if a put fails over to them.
+		sl.hold()
 		if be := s.producer(); be != nil {
-			s.syncUse(be)
+			s.syncUse(be, sl)
 		}
+		s.release(sl)
 	case wire.Watch:
 		if !s.watches(cmd.Tube) {
 			s.watched = append(s.watched, append([]byte(nil), cmd.Tube...))
 		}
-		s.answer(cmd.Verb, wire.Reply{Kind: wire.Watching, Count: uint64(len(s.watched))})
-		s.tell(cmd.Tube, s.syncWatch)
+		sl := s.answer(cmd.Verb, wire.Reply{Kind: wire.Watching, Count: uint64(len(s.watched))})
+		sl.hold()
+		s.tell(cmd.Tube, sl)
+		s.release(sl)
 	case wire.Ignore:
-		s.ignore(cmd)
+		sl := s.ignore(cmd)
+		sl.hold()
 		for _, be := range s.open {
-			s.syncWatch(be)
+			s.syncWatch(be, sl)
 		}
+		s.release(sl)
 	case wire.ListTubeUsed:
 		s.answer(cmd.Verb, wire.Reply{Kind: wire.Using, Tube: s.used})
 	case wire.ListTubesWatched:
@@ -69,9 +75,9 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 }
 
 // tell applies a watch to the backends of the tube's pool at once, opening
-// sessions as needed, as beanstalkd creates the tube at once: a consumer
-// reserves from all of them.
-func (s *bgwSession) tell(tube []byte, sync func(*bgwBackend)) {
+// sessions as needed, as beanstalkd creates the tube at once (a consumer
+// reserves from all of them); the commands hold sl.
+func (s *bgwSession) tell(tube []byte, sl *bgwSlot) {
 	p := s.gw.cfg.Rules.Match(tube)
 	if p == nil {
 		return
@@ -81,7 +87,7 @@ func (s *bgwSession) tell(tube []byte, sync func(*bgwBackend)) {
 			continue
 		}
 		if be, err := s.backend(b); err == nil {
-			sync(be)
+			s.syncWatch(be, sl)
 		}
 	}
 }
@@ -97,14 +103,13 @@ func (s *bgwSession) watches(t []byte) bool {
 
 // ignore is beanstalkd's: ignoring the last tube is NOT_IGNORED, one not
 // watched is no error, and the last entry moves into the hole.
-func (s *bgwSession) ignore(cmd *wire.Command) {
+func (s *bgwSession) ignore(cmd *wire.Command) *bgwSlot {
 	for i, w := range s.watched {
 		if !bytes.Equal(w, cmd.Tube) {
 			continue
 		}
 		if len(s.watched) < 2 {
-			s.answer(cmd.Verb, wire.Reply{Kind: wire.NotIgnored})
-			return
+			return s.answer(cmd.Verb, wire.Reply{Kind: wire.NotIgnored})
 		}
 		last := len(s.watched) - 1
 		s.watched[i] = s.watched[last]
@@ -112,7 +117,7 @@ func (s *bgwSession) ignore(cmd *wire.Command) {
 		s.watched = s.watched[:last]
 		break
 	}
-	s.answer(cmd.Verb, wire.Reply{Kind: wire.Watching, Count: uint64(len(s.watched))})
+	return s.answer(cmd.Verb, wire.Reply{Kind: wire.Watching, Count: uint64(len(s.watched))})
 }
 
 // producers returns the backends of the used tube's pool in hash order,
@@ -147,7 +152,7 @@ func (s *bgwSession) put(cmd *wire.Command) {
 		s.answer(cmd.Verb, internalError)
 		return
 	}
-	s.syncUse(be)
+	s.syncUse(be, nil)
 	s.do(be, cmd, s.push(be, cmd.Verb))
 }
 
@@ -224,7 +229,7 @@ func only(slots []*bgwSlot) *bgwSlot {
 // the used tube's backends, in hash order.
 func (s *bgwSession) peekUsed(cmd *wire.Command) error {
 	bs := append([]*routing.Backend(nil), s.producers()...)
-	slots := s.fan(bs, cmd, s.syncUse)
+	slots := s.fan(bs, cmd, s.prepUse)
 	defer s.drop(slots)
 	kind := wire.InternalError
 	for _, sl := range slots {
@@ -249,7 +254,7 @@ func (s *bgwSession) kick(cmd *wire.Command) error {
 		if left == 0 && (i > 0 || answered) {
 			break
 		}
-		slots := s.fan([]*routing.Backend{b}, &wire.Command{Verb: wire.Kick, Bound: uint32(left)}, s.syncUse)
+		slots := s.fan([]*routing.Backend{b}, &wire.Command{Verb: wire.Kick, Bound: uint32(left)}, s.prepUse)
 		if sl := slots[0]; sl.ok(wire.KickedCount) {
 			answered = true
 			kicked += min(sl.reply.Count, left)

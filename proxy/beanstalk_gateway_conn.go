@@ -71,18 +71,22 @@ func (i *bgwInput) Read(p []byte) (int, error) {
 }
 
 // reserve serves a reserve from every backend of every watched tube's pool
-// (DESIGN decision 5). With several, it first asks each in turn for a job
-// that is ready now (reserve-with-timeout 0, starting one further each
-// time so that no backend is starved), which takes no job it does not
-// hand out; only when none has one does it race a waiting reserve over all
-// of them: the first job wins, the other waits are cancelled, and a job a
-// loser got anyway goes back to ready.
+// (DESIGN decision 5). It first asks each in turn for a job that is ready
+// now (reserve-with-timeout 0, starting one further each time so that no
+// backend is starved), which takes no job it does not hand out; only when
+// none has one does it race a waiting reserve over all of them: the first
+// job wins, the other waits are cancelled, and a job a loser got anyway
+// goes back to ready.
 func (s *bgwSession) reserve(cmd *wire.Command) error {
 	targets := s.reserveTargets()
 	if len(targets) == 0 {
 		return s.write(cmd.Verb, &internalError)
 	}
-	if len(targets) > 1 {
+	// A ready job is taken with a plain request and reply, which the read
+	// loop waits for without watching the client; only a reserve that has
+	// to wait needs the race below. (The local engine alone answers a
+	// ready job at once either way.)
+	if len(targets) > 1 || targets[0].b.Beanstalk != nil {
 		done, err := s.reserveReady(cmd, targets)
 		if done {
 			return err
@@ -217,7 +221,7 @@ func (s *bgwSession) reserveTargets() []*bgwBackend {
 		if err != nil {
 			continue
 		}
-		s.syncWatch(be)
+		s.syncWatch(be, nil)
 		out = append(out, be)
 	}
 	return out

@@ -73,6 +73,12 @@ type bgwSlot struct {
 	verb  wire.Verb   // the client's command
 	id    uint64      // the client's job id, for id-routed commands
 	race  bool        // a reserve wait
+	// keep marks a gateway answer held until the backend commands sent
+	// with it (syncUse, syncWatch) are answered, so that the client sees
+	// its use or watch only once the backends have done it; need counts
+	// those replies, plus one until release. Guarded by mu.
+	keep bool
+	need int
 }
 
 func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
@@ -102,6 +108,7 @@ func (s *bgwSession) slot(be *bgwBackend, verb wire.Verb) *bgwSlot {
 		sl.fn = func(r *wire.Reply, err error) { s.fill(sl, r, err) }
 	}
 	sl.done, sl.err, sl.reply, sl.be, sl.verb, sl.id, sl.race = false, nil, wire.Reply{}, be, verb, 0, false
+	sl.keep, sl.need = false, 0
 	return sl
 }
 
@@ -116,6 +123,16 @@ func (s *bgwSession) recycle(sl *bgwSlot) {
 // fill is a slot's done: it copies the reply (valid only during done).
 func (s *bgwSession) fill(sl *bgwSlot, r *wire.Reply, err error) {
 	s.mu.Lock()
+	if sl.keep {
+		// A backend's part of a held answer: the answer stands whatever
+		// it says (a failed backend shows on the next command to it).
+		if sl.need--; sl.need == 0 {
+			sl.done = true
+			s.cond.Broadcast()
+		}
+		s.mu.Unlock()
+		return
+	}
 	sl.err = err
 	if r != nil {
 		sl.reply = *r
@@ -208,14 +225,37 @@ func (s *bgwSession) flushBackends() {
 	}
 }
 
-// syncUse makes be use the client's tube.
-func (s *bgwSession) syncUse(be *bgwBackend) {
+// hold makes sl, a gateway answer just queued, wait for the backend
+// commands sent with it; release it once they are all sent.
+func (sl *bgwSlot) hold() { sl.done, sl.keep, sl.need = false, true, 1 }
+
+// release ends the sending for a held answer.
+func (s *bgwSession) release(sl *bgwSlot) { s.fill(sl, nil, nil) }
+
+// ownFor sends a command of the gateway's own whose reply holds sl (or
+// does not matter, with sl nil).
+func (s *bgwSession) ownFor(be *bgwBackend, cmd *wire.Command, sl *bgwSlot) {
+	if sl == nil {
+		s.own(be, cmd)
+		return
+	}
+	s.mu.Lock()
+	sl.need++
+	s.mu.Unlock()
+	s.do(be, cmd, sl)
+}
+
+// syncUse makes be use the client's tube; a use sent holds sl, if any.
+func (s *bgwSession) syncUse(be *bgwBackend, sl *bgwSlot) {
 	if be.used == string(s.used) {
 		return
 	}
-	s.own(be, &wire.Command{Verb: wire.Use, Tube: s.used})
+	s.ownFor(be, &wire.Command{Verb: wire.Use, Tube: s.used}, sl)
 	be.used = string(s.used)
 }
+
+// prepUse is syncUse for a command of the gateway's own that follows.
+func (s *bgwSession) prepUse(be *bgwBackend) { s.syncUse(be, nil) }
 
 // inPool reports whether b is a member of the pool of tube.
 func (s *bgwSession) inPool(tube []byte, b *routing.Backend) bool {
@@ -232,13 +272,14 @@ func (s *bgwSession) inPool(tube []byte, b *routing.Backend) bool {
 }
 
 // syncWatch makes be watch exactly the client's tubes that its backend
-// serves: watches first, so the list never runs empty.
-func (s *bgwSession) syncWatch(be *bgwBackend) {
+// serves: watches first, so the list never runs empty. The commands sent
+// hold sl, if any.
+func (s *bgwSession) syncWatch(be *bgwBackend, sl *bgwSlot) {
 	for _, t := range s.watched {
 		if !s.inPool(t, be.b) || watching(be.watched, t) {
 			continue
 		}
-		s.own(be, &wire.Command{Verb: wire.Watch, Tube: t})
+		s.ownFor(be, &wire.Command{Verb: wire.Watch, Tube: t}, sl)
 		be.watched = append(be.watched, string(t))
 	}
 	for i := 0; i < len(be.watched); {
@@ -254,7 +295,7 @@ func (s *bgwSession) syncWatch(be *bgwBackend) {
 			i++
 			continue
 		}
-		s.own(be, &wire.Command{Verb: wire.Ignore, Tube: []byte(t)})
+		s.ownFor(be, &wire.Command{Verb: wire.Ignore, Tube: []byte(t)}, sl)
 		be.watched = append(be.watched[:i], be.watched[i+1:]...)
 	}
 }
@@ -276,9 +317,10 @@ func (s *bgwSession) push(be *bgwBackend, verb wire.Verb) *bgwSlot {
 }
 
 // answer queues a reply the gateway gives itself.
-func (s *bgwSession) answer(verb wire.Verb, r wire.Reply) {
+func (s *bgwSession) answer(verb wire.Verb, r wire.Reply) *bgwSlot {
 	sl := s.push(nil, verb)
 	sl.fill(r)
+	return sl
 }
 
 // fill sets a slot no other goroutine knows yet.
