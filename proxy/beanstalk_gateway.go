@@ -24,7 +24,8 @@ import (
 //     and answered by the gateway. The used tube is passed on at once to
 //     the backend the next put goes to, a watched tube to every backend of
 //     its pool (each backend session watches exactly the client's tubes it
-//     serves), so the tubes exist where beanstalkd would have them.
+//     serves), and the reply waits for those backends, so the tubes exist
+//     where beanstalkd would have them by the time the client hears.
 //   - put goes to the used tube's pool: the first available backend in
 //     Pool.Order (the shard owner, else the next in hash order); a backend
 //     that cannot be opened is skipped for the next. INSERTED carries an id
