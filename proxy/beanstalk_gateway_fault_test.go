@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"os/exec"
@@ -393,5 +394,51 @@ func TestBeanstalkGatewayBreakerMetrics(t *testing.T) {
 	checkSamples(t, scrapeMetrics(t, m), map[string]float64{
 		`jobgate_breaker_state{backend="b1"}`:                       2,
 		`jobgate_breaker_transitions_total{backend="b1",to="open"}`: 1,
+	})
+}
+
+// TestBeanstalkGatewayCommandMetrics: commands through a gateway are
+// counted by verb and result like those of the direct path, replies the
+// gateway gives itself and INTERNAL_ERROR from a dead upstream included.
+func TestBeanstalkGatewayCommandMetrics(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	b := config.DefaultBackend()
+	b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "fake", 1, config.TypeBeanstalk, fakeBeanstalkd(t, 0), 0
+	c.Backends = append(c.Backends, b)
+	c.Routes.Beanstalk = []config.Route{{Exact: "doomed", Backend: "fake"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
+	g, err := proxy.NewBeanstalkGatewayFromConfig(c, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{Gateway: g, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	conn := bsDial(t, l.Addr().String())
+	defer conn.nc.Close()
+	conn.send(t, "put 1 0 10 1\r\nx\r\nuse doomed\r\nput 1 0 10 1\r\ny\r\nbogus\r\n")
+	conn.expect(t, "INSERTED 1\r\nUSING doomed\r\nINTERNAL_ERROR\r\nUNKNOWN_COMMAND\r\n", "batch")
+	key := func(cmd, res string) string {
+		return `jobgate_commands_total{command="` + cmd + `",protocol="beanstalk",result="` + res + `"}`
+	}
+	checkSamples(t, scrapeMetrics(t, m), map[string]float64{
+		key("put", "ok"):           1,
+		key("put", "server_error"): 1,
+		key("use", "ok"):           1,
 	})
 }
