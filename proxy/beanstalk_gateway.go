@@ -72,6 +72,9 @@ import (
 //   - stats sums the servers' counters; process fields (pid, version,
 //     rusage, uptime, binlog, id, hostname) are the first routed backend's.
 //   - Upstream sessions are dialled on the connection's goroutine.
+//   - Shutdown closes client connections but does not interrupt a command
+//     waiting for an upstream's reply: that ends within the backend's I/O
+//     timeout (upstream.Config.IOTimeout).
 type BeanstalkGateway struct {
 	// Rules map tube names to pools. Required.
 	Rules *routing.Rules
