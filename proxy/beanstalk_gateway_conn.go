@@ -19,6 +19,7 @@ func (c *beanstalkConn) serveGateway() {
 	s.wr = wr
 	c.in.wr = wr
 	rd := wire.NewReader(&bgwInput{s: s, in: &c.in}, c.srv.limits)
+	c.in.rd = rd
 	for {
 		cmd, err := rd.ReadCommand()
 		if err != nil {
