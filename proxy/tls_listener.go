@@ -36,6 +36,10 @@ type TLSListenerOptions struct {
 	// OnHandshakeError, when set, is called for each failed handshake,
 	// for metrics.
 	OnHandshakeError func(remote net.Addr, err error)
+	// MaxHandshakes caps the handshakes in progress: past it a new
+	// connection is closed at once, so a flood of silent connects costs
+	// neither goroutines nor TLS work beyond the cap. 0: no cap.
+	MaxHandshakes int
 }
 
 // TLSListener turns a net.Listener into one whose Accept returns
@@ -55,15 +59,24 @@ type TLSListener struct {
 	errc  chan error    // the inner listener's final error
 	done  chan struct{} // closed by Close
 
+	// src is what the accept loop reads: inner, or inner capped by the
+	// connection limits of the server serving the listener (limitWith).
+	src   net.Listener
+	guard *connGuard // nil until limitWith: limits and metrics from opts only
+	start sync.Once  // starts the accept loop at the first Accept
+
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // guarded by mu: connections in handshake
 	closed  bool                  // guarded by mu
+	started bool                  // guarded by mu: the accept loop runs
 	wg      sync.WaitGroup        // the accept goroutine and every handshake
 	once    sync.Once
 }
 
 // NewTLSListener wraps inner, serving conf (typically
-// tlsconf.Manager.ServerConfig), and starts accepting.
+// tlsconf.Manager.ServerConfig). It starts accepting at the first Accept,
+// so that a server given it can first put its connection limits on inner
+// (they then apply before the handshake, see limitWith).
 func NewTLSListener(inner net.Listener, conf *tls.Config, opts TLSListenerOptions) *TLSListener {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
@@ -73,6 +86,7 @@ func NewTLSListener(inner net.Listener, conf *tls.Config, opts TLSListenerOption
 	}
 	l := &TLSListener{
 		inner:   inner,
+		src:     inner,
 		conf:    conf,
 		opts:    opts,
 		ready:   make(chan net.Conn),
@@ -80,13 +94,20 @@ func NewTLSListener(inner net.Listener, conf *tls.Config, opts TLSListenerOption
 		done:    make(chan struct{}),
 		pending: make(map[net.Conn]struct{}),
 	}
-	l.wg.Add(1)
-	go l.acceptLoop()
 	return l
 }
 
 // Accept returns the next connection whose handshake succeeded.
 func (l *TLSListener) Accept() (net.Conn, error) {
+	l.start.Do(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.closed {
+			l.started = true
+			l.wg.Add(1)
+			go l.acceptLoop()
+		}
+	})
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -126,7 +147,7 @@ func (l *TLSListener) acceptLoop() {
 	defer l.wg.Done()
 	var delay time.Duration
 	for {
-		nc, err := l.inner.Accept()
+		nc, err := l.src.Accept()
 		if err != nil {
 			select {
 			case <-l.done:
@@ -154,6 +175,11 @@ func (l *TLSListener) acceptLoop() {
 			nc.Close()
 			return
 		}
+		if max := l.maxHandshakes(); max > 0 && len(l.pending) >= max {
+			l.mu.Unlock()
+			l.refuseHandshake(nc)
+			continue
+		}
 		l.pending[nc] = struct{}{}
 		l.wg.Add(1)
 		l.mu.Unlock()
@@ -166,7 +192,7 @@ func (l *TLSListener) handshake(nc net.Conn) {
 	defer l.wg.Done()
 	raw := &clampConn{Conn: nc}
 	tc := tls.Server(raw, l.conf)
-	_ = nc.SetDeadline(time.Now().Add(l.opts.HandshakeTimeout))
+	_ = nc.SetDeadline(time.Now().Add(l.handshakeTimeout()))
 	err := tc.Handshake()
 	if err == nil {
 		err = nc.SetDeadline(time.Time{})
@@ -176,9 +202,7 @@ func (l *TLSListener) handshake(nc net.Conn) {
 	l.mu.Unlock()
 	if err != nil {
 		l.opts.Log.Debug("tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
-		if l.opts.OnHandshakeError != nil {
-			l.opts.OnHandshakeError(nc.RemoteAddr(), err)
-		}
+		l.handshakeFailed(nc.RemoteAddr(), err)
 		nc.Close() // not tc.Close: no close_notify for a handshake that failed
 		return
 	}
