@@ -202,8 +202,10 @@ func (l *TLSListener) handshake(nc net.Conn) {
 	l.mu.Unlock()
 	if err != nil {
 		l.opts.Log.Debug("tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
-		l.handshakeFailed(nc.RemoteAddr(), err)
 		nc.Close() // not tc.Close: no close_notify for a handshake that failed
+		// Counted after the close, so a failure seen in the metrics has
+		// freed its connection slot.
+		l.handshakeFailed(nc.RemoteAddr(), err)
 		return
 	}
 	c := &TLSConn{Conn: tc, raw: raw}
