@@ -117,56 +117,55 @@ func rejected(reason string) string {
 	return `jobgate_connections_rejected_total{protocol="beanstalk",reason="` + reason + `"}`
 }
 
-// TestTLSConnLimitsBeforeHandshake: on a TLS listener max_connections
-// counts connections from the TCP accept on, so a flood of silent
-// connects past the cap is closed at once (no plain-text reply, no
-// handshake goroutine); a silent client that gives up frees its slot, and
-// legit clients then get in, up to the cap.
-func TestTLSConnLimitsBeforeHandshake(t *testing.T) {
+// TestTLSCapsBeforeHandshake: on a TLS listener the connection caps count
+// connections from the TCP accept on, and max_handshakes caps those still
+// in their handshake, so a flood of silent connects past a cap is closed
+// at once (no plain-text reply, no handshake goroutine) and counted; a
+// silent client that gives up frees its place, legit clients then get in,
+// and the cap still holds.
+func TestTLSCapsBeforeHandshake(t *testing.T) {
 	t.Parallel()
-	f := startTLSLimited(t, proxy.Limits{MaxConns: 5})
-	var held []net.Conn
-	for range 5 {
-		held = append(held, f.silent(t))
-	}
-	// The kernel hands connections over in arrival order: the five above
-	// hold every slot, each waiting in its handshake.
-	const flood = 20
-	for range flood {
-		closedAtOnce(t, f.silent(t), "connect past max_connections")
-	}
-	f.waitSample(t, rejected(metrics.ReasonMaxConnections), flood)
+	for _, tc := range []struct {
+		name   string
+		lim    proxy.Limits
+		reason string
+		// free: connections a finished handshake leaves room for (0: a
+		// served client keeps its slot).
+		free int
+	}{
+		{"max_connections", proxy.Limits{MaxConns: 5}, metrics.ReasonMaxConnections, 0},
+		{"max_connections_per_ip", proxy.Limits{MaxConnsPerIP: 5}, metrics.ReasonMaxPerIP, 0},
+		{"max_handshakes", proxy.Limits{MaxHandshakes: 5}, metrics.ReasonMaxHandshakes, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := startTLSLimited(t, tc.lim)
+			var held []net.Conn
+			for range 5 {
+				held = append(held, f.silent(t))
+			}
+			// The kernel hands connections over in arrival order: the
+			// five above fill the cap, each waiting in its handshake.
+			const flood = 20
+			for range flood {
+				closedAtOnce(t, f.silent(t), "connect past "+tc.name)
+			}
+			f.waitSample(t, rejected(tc.reason), flood)
 
-	held[0].Close()
-	held[1].Close()
-	f.waitSample(t, failures(metrics.TLSFailOther), 2) // EOF in the handshake: slots freed
-	for i := range 2 {
-		if err := f.legit(t); err != nil {
-			t.Fatalf("legit client %d within the cap: %v", i, err)
-		}
-	}
-	// Three silent clients and two served ones: the cap holds.
-	closedAtOnce(t, f.silent(t), "connect past max_connections after the legit clients")
-	f.waitSample(t, rejected(metrics.ReasonMaxConnections), flood+1)
-}
-
-// TestTLSMaxHandshakes: past max_handshakes in progress a new connection
-// is closed at once and counted; a finished handshake makes room.
-func TestTLSMaxHandshakes(t *testing.T) {
-	t.Parallel()
-	f := startTLSLimited(t, proxy.Limits{MaxHandshakes: 3})
-	var held []net.Conn
-	for range 3 {
-		held = append(held, f.silent(t))
-	}
-	for range 4 {
-		closedAtOnce(t, f.silent(t), "connect past max_handshakes")
-	}
-	f.waitSample(t, rejected(metrics.ReasonMaxHandshakes), 4)
-	held[0].Close()
-	f.waitSample(t, failures(metrics.TLSFailOther), 1)
-	if err := f.legit(t); err != nil {
-		t.Fatalf("legit client once a handshake slot is free: %v", err)
+			held[0].Close()
+			held[1].Close()
+			f.waitSample(t, failures(metrics.TLSFailOther), 2) // EOF in the handshake: places freed
+			for i := range 2 {
+				if err := f.legit(t); err != nil {
+					t.Fatalf("legit client %d within the cap: %v", i, err)
+				}
+			}
+			for range tc.free {
+				f.silent(t)
+			}
+			closedAtOnce(t, f.silent(t), "connect past "+tc.name+" after the legit clients")
+			f.waitSample(t, rejected(tc.reason), flood+1)
+		})
 	}
 }
 

@@ -30,16 +30,6 @@ func TestBinaryTLSClientAuthRules(t *testing.T) {
 	clientCA := testutil.NewCA(t, "jobgate client CA")
 	clients := testutil.WriteFile(t, dir, "clients.pem", clientCA.PEM)
 	file := writeFile(t, "tls-auth.yaml", `
-gearman:
-  listen: ""
-  tls_listen: "127.0.0.1:0"
-beanstalk:
-  listen: ""
-  tls_listen: "127.0.0.1:0"
-admin:
-  listen: "127.0.0.1:0"
-data:
-  dir: ""
 auth:
   enabled: true
   identities:
@@ -53,7 +43,8 @@ auth:
     - identity: consumer
       consume: ["emails"]
 `+tlsSection+fmt.Sprintf("  client_auth: require\n  client_ca_file: %q\n", clients))
-	p := startJobgate(t, 3, "-config", file, "-limits-handshake-timeout", "200ms")
+	p := startJobgate(t, 3, "-config", file, "-gearman", "", "-gearman-tls", "127.0.0.1:0", "-beanstalk", "",
+		"-beanstalk-tls", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-data", "", "-limits-handshake-timeout", "200ms")
 	conf := func(cn string) *tls.Config {
 		return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1",
 			Certificates: []tls.Certificate{clientCA.Client(t, cn)}}
