@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// DefaultHandshakeTimeout bounds a TLS handshake on a TLSListener: a
-// client that connects and then sends nothing (or too little) is dropped
-// after it rather than holding a goroutine and a descriptor for ever. Ten
-// seconds is far above a real handshake even across continents and far
-// below what an attacker would want a slot for.
+// DefaultHandshakeTimeout bounds a TLS handshake on a TLSListener whose
+// server sets no Limits.HandshakeTimeout (limits.handshake_timeout has the
+// same default): a client that connects and then sends nothing (or too
+// little) is dropped after it rather than holding a goroutine and a
+// descriptor for ever. Ten seconds is far above a real handshake even
+// across continents and far below what an attacker would want a slot for.
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // closeNotifyWait bounds how long closing a TLS connection may wait to
@@ -47,9 +48,11 @@ type TLSListenerOptions struct {
 // its own goroutine under a deadline, so the server's accept loop is never
 // held by a slow or silent client, and a failed handshake (plaintext, wrong
 // CA, no client certificate, old TLS version) never reaches the protocol
-// servers at all. The returned connections embed *tls.Conn (see TLSState)
-// and are not *net.TCPConn, so GearmanServer serves them with goroutines
-// rather than its epoll loop, which reads raw descriptors.
+// servers at all. A server given a TLSListener puts its connection limits
+// on the raw listener beneath it, before the handshake (limitWith). The
+// returned connections embed *tls.Conn (see TLSState) and are not
+// *net.TCPConn, so GearmanServer serves them with goroutines rather than
+// its epoll loop, which reads raw descriptors.
 type TLSListener struct {
 	inner net.Listener
 	conf  *tls.Config
