@@ -244,3 +244,47 @@ func TestTLSHandshakeFailureReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTLSListenerMaxHandshakesOption: a TLSListener no server limits
+// applies its own MaxHandshakes.
+func TestTLSListenerMaxHandshakesOption(t *testing.T) {
+	t.Parallel()
+	ca := testutil.NewCA(t, "listener CA")
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := proxy.NewTLSListener(inner, ca.MutualTLS(t), proxy.TLSListenerOptions{HandshakeTimeout: time.Hour, MaxHandshakes: 1})
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	f := &tlsLimitFixture{addr: inner.Addr().String()}
+	first := f.silent(t)
+	closedAtOnce(t, f.silent(t), "connect past MaxHandshakes")
+	first.Close()
+	conf := ca.ClientTLS()
+	conf.ServerName = "127.0.0.1"
+	deadline := time.Now().Add(tlsTimeout)
+	for {
+		// The listener sees the first client's close asynchronously.
+		tc, err := tls.DialWithDialer(&net.Dialer{Timeout: tlsTimeout}, "tcp", f.addr, conf)
+		if err == nil {
+			defer tc.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no handshake once the first client left: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond) // polled with a deadline
+	}
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(tlsTimeout):
+		t.Fatal("the handshaken connection was not accepted")
+	}
+}
