@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
@@ -96,6 +97,9 @@ type beanstalkGateway struct {
 	srv    *BeanstalkServer
 	cfg    BeanstalkGateway
 	routed []*routing.Backend // every backend some rule or the default reaches, local first
+
+	drain    atomic.Bool  // Drain was called: puts answer DRAINING
+	reserved atomic.Int64 // jobs the clients hold reserved through the gateway
 }
 
 func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGateway, error) {

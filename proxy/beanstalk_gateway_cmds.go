@@ -10,6 +10,22 @@ import (
 // exec routes one client command. It returns the client connection's
 // error (then the connection ends).
 func (s *bgwSession) exec(cmd *wire.Command) error {
+	// The direct path's checks, in its order: auth, then the reservation
+	// cap (beanstalk_gateway_auth.go, beanstalk_gateway_limits.go).
+	if s.c.auth != nil || s.c.srv.auth.Load() != nil {
+		if done, err := s.authorize(cmd); done {
+			return err
+		}
+	}
+	if cmd.Verb == wire.ReserveJob && s.c.srv.guard.current().MaxReservedPerConn > 0 {
+		if err := s.settle(); err != nil { // count what the batch reserved so far
+			return err
+		}
+	}
+	if s.overReserved(cmd.Verb) {
+		s.answer(cmd.Verb, wire.Reply{Kind: wire.DeadlineSoon})
+		return nil
+	}
 	switch cmd.Verb {
 	case wire.Use:
 		s.used = append(s.used[:0], cmd.Tube...)
@@ -78,6 +94,9 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 // sessions as needed, as beanstalkd creates the tube at once (a consumer
 // reserves from all of them); the commands hold sl.
 func (s *bgwSession) tell(tube []byte, sl *bgwSlot) {
+	if !s.consumable(tube) {
+		return // soft-denied: never sent upstream (beanstalk_gateway_auth.go)
+	}
 	p := s.gw.cfg.Rules.Match(tube)
 	if p == nil {
 		return
@@ -147,6 +166,10 @@ func (s *bgwSession) producer() *bgwBackend {
 
 // put sends the job to the used tube's producer backend.
 func (s *bgwSession) put(cmd *wire.Command) {
+	if s.gw.draining() {
+		s.answer(cmd.Verb, wire.Reply{Kind: wire.Draining})
+		return
+	}
 	be := s.producer()
 	if be == nil {
 		s.answer(cmd.Verb, internalError)

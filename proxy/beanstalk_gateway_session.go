@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/routing"
@@ -44,6 +45,13 @@ type bgwSession struct {
 	nextReserve int
 	yaml        wire.YAMLBuilder
 	discard     func(*wire.Reply, error) // the done of commands of our own
+
+	// Auth and limits (beanstalk_gateway_auth.go, _limits.go).
+	allow     func(tube []byte) bool      // the reserve filter; nil: every tube
+	tubeBuf   []byte                      // JobTube's answer
+	reserved  map[uint64]*routing.Backend // client id -> backend of each job the client holds
+	nReserved atomic.Int32                // len(reserved), for the sweeper
+	waiting   atomic.Bool                 // a reserve is waiting on the backends
 
 	mu        sync.Mutex
 	cond      sync.Cond // on mu: a slot was filled
@@ -91,6 +99,7 @@ func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
 // close ends every backend session: each backend returns the client's
 // reservations to ready.
 func (s *bgwSession) close() {
+	s.forget(nil)
 	for _, be := range s.open {
 		be.conn.Close()
 	}
@@ -181,6 +190,7 @@ func (s *bgwSession) backend(b *routing.Backend) (*bgwBackend, error) {
 		}
 		be.conn.Close()
 		s.open = append(s.open[:i], s.open[i+1:]...)
+		s.forget(b) // the backend returned them to ready
 		break
 	}
 	be := &bgwBackend{b: b, used: "default", watched: []string{"default"}}
@@ -272,11 +282,13 @@ func (s *bgwSession) inPool(tube []byte, b *routing.Backend) bool {
 }
 
 // syncWatch makes be watch exactly the client's tubes that its backend
-// serves: watches first, so the list never runs empty. The commands sent
+// serves and auth lets it consume: watches first, so the list never runs
+// empty (a backend left watching one tube it may not consume is no
+// reserve target, see reserveTargets). The commands sent
 // hold sl, if any.
 func (s *bgwSession) syncWatch(be *bgwBackend, sl *bgwSlot) {
 	for _, t := range s.watched {
-		if !s.inPool(t, be.b) || watching(be.watched, t) {
+		if !s.inPool(t, be.b) || watching(be.watched, t) || !s.consumable(t) {
 			continue
 		}
 		s.ownFor(be, &wire.Command{Verb: wire.Watch, Tube: t}, sl)
@@ -286,7 +298,7 @@ func (s *bgwSession) syncWatch(be *bgwBackend, sl *bgwSlot) {
 		t := be.watched[i]
 		keep := false
 		for _, w := range s.watched {
-			if string(w) == t && s.inPool(w, be.b) {
+			if string(w) == t && s.inPool(w, be.b) && s.consumable(w) {
 				keep = true
 				break
 			}
@@ -380,6 +392,7 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 			r.Body = rewriteJobID(r.Body, sl.id)
 		}
 	}
+	s.track(sl)
 	return s.write(sl.verb, r)
 }
 
