@@ -56,7 +56,7 @@ func (s *bgwSession) JobTube(id uint64) (tube []byte, mine, ok bool) {
 	if _, mine := s.reserved[id]; mine {
 		return nil, true, true
 	}
-	b, uid := s.gw.cfg.IDs.Decode(id)
+	b, uid := s.rt.cfg.IDs.Decode(id)
 	if !serves(b) {
 		return nil, false, false // the gateway answers NOT_FOUND
 	}

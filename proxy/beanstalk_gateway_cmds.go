@@ -10,6 +10,8 @@ import (
 // exec routes one client command. It returns the client connection's
 // error (then the connection ends).
 func (s *bgwSession) exec(cmd *wire.Command) error {
+	// A reload applies from the next command on (beanstalk_gateway_reload.go).
+	s.rt = s.gw.rt()
 	// The direct path's checks, in its order: auth, then the reservation
 	// cap (beanstalk_gateway_auth.go, beanstalk_gateway_limits.go).
 	if s.c.auth != nil || s.c.srv.auth.Load() != nil {
@@ -97,7 +99,7 @@ func (s *bgwSession) tell(tube []byte, sl *bgwSlot) {
 	if !s.consumable(tube) {
 		return // soft-denied: never sent upstream (beanstalk_gateway_auth.go)
 	}
-	p := s.gw.cfg.Rules.Match(tube)
+	p := s.rt.cfg.Rules.Match(tube)
 	if p == nil {
 		return
 	}
@@ -143,7 +145,7 @@ func (s *bgwSession) ignore(cmd *wire.Command) *bgwSlot {
 // the owner first (empty when no rule routes the tube).
 func (s *bgwSession) producers() []*routing.Backend {
 	s.order = s.order[:0]
-	if p := s.gw.cfg.Rules.Match(s.used); p != nil {
+	if p := s.rt.cfg.Rules.Match(s.used); p != nil {
 		s.order = p.Order(s.used, s.order)
 	}
 	return s.order
@@ -181,7 +183,7 @@ func (s *bgwSession) put(cmd *wire.Command) {
 
 // byID sends a command naming a job to the backend the id names.
 func (s *bgwSession) byID(cmd *wire.Command) {
-	b, id := s.gw.cfg.IDs.Decode(cmd.ID)
+	b, id := s.rt.cfg.IDs.Decode(cmd.ID)
 	if !serves(b) {
 		s.answer(cmd.Verb, wire.Reply{Kind: wire.NotFound})
 		return
@@ -294,7 +296,7 @@ func (s *bgwSession) kick(cmd *wire.Command) error {
 // everywhere) from every backend of the tube's pool.
 func (s *bgwSession) tubeFanOut(cmd *wire.Command) error {
 	var bs []*routing.Backend
-	if p := s.gw.cfg.Rules.Match(cmd.Tube); p != nil {
+	if p := s.rt.cfg.Rules.Match(cmd.Tube); p != nil {
 		bs = p.Backends()
 	}
 	slots := s.fan(bs, cmd, nil)
@@ -331,7 +333,7 @@ func (s *bgwSession) tubeFanOut(cmd *wire.Command) error {
 // listTubes lists every routed backend's tubes once, in the order first
 // seen.
 func (s *bgwSession) listTubes(cmd *wire.Command) error {
-	slots := s.fan(s.gw.routed, cmd, nil)
+	slots := s.fan(s.rt.routed, cmd, nil)
 	defer s.drop(slots)
 	if sl := only(slots); sl != nil {
 		return s.writeSlot(sl)
@@ -368,7 +370,7 @@ func tubeUnion(slots []*bgwSlot) (names []string, ok bool) {
 // stats sums every routed backend's counters; current-tubes counts the
 // distinct tubes of all of them.
 func (s *bgwSession) stats(cmd *wire.Command) error {
-	slots := s.fan(s.gw.routed, cmd, nil)
+	slots := s.fan(s.rt.routed, cmd, nil)
 	defer s.drop(slots)
 	if sl := only(slots); sl != nil {
 		return s.writeSlot(sl)
@@ -386,7 +388,7 @@ func (s *bgwSession) stats(cmd *wire.Command) error {
 	if !got {
 		return s.write(cmd.Verb, &internalError)
 	}
-	lists := s.fan(s.gw.routed, &wire.Command{Verb: wire.ListTubes}, nil)
+	lists := s.fan(s.rt.routed, &wire.Command{Verb: wire.ListTubes}, nil)
 	if names, ok := tubeUnion(lists); ok {
 		sum.CurrentTubes = uint64(len(names))
 	}

@@ -211,7 +211,7 @@ func (s *bgwSession) reserveTargets() []*bgwBackend {
 		if !s.consumable(t) {
 			continue // auth: never reserve from it (beanstalk_gateway_auth.go)
 		}
-		p := s.gw.cfg.Rules.Match(t)
+		p := s.rt.cfg.Rules.Match(t)
 		if p == nil {
 			continue
 		}

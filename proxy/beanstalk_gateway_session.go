@@ -32,6 +32,7 @@ import (
 // into a backend.
 type bgwSession struct {
 	gw *beanstalkGateway
+	rt *bgwRouting // the routing in force when the command began
 	c  *beanstalkConn
 	wr *wire.Writer
 
@@ -90,7 +91,7 @@ type bgwSlot struct {
 }
 
 func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
-	s := &bgwSession{gw: gw, c: c, used: []byte("default"), watched: [][]byte{[]byte("default")}}
+	s := &bgwSession{gw: gw, rt: gw.rt(), c: c, used: []byte("default"), watched: [][]byte{[]byte("default")}}
 	s.cond.L = &s.mu
 	s.discard = func(*wire.Reply, error) {}
 	return s
@@ -269,7 +270,7 @@ func (s *bgwSession) prepUse(be *bgwBackend) { s.syncUse(be, nil) }
 
 // inPool reports whether b is a member of the pool of tube.
 func (s *bgwSession) inPool(tube []byte, b *routing.Backend) bool {
-	p := s.gw.cfg.Rules.Match(tube)
+	p := s.rt.cfg.Rules.Match(tube)
 	if p == nil {
 		return false
 	}
@@ -379,7 +380,7 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 	}
 	switch r.Kind {
 	case wire.Inserted, wire.BuriedID, wire.Reserved, wire.Found:
-		id, err := s.gw.cfg.IDs.Encode(sl.be.b, r.ID)
+		id, err := s.rt.cfg.IDs.Encode(sl.be.b, r.ID)
 		if err != nil {
 			if r.Kind == wire.Reserved {
 				s.giveBack(sl.be, r.ID)

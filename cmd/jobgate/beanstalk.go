@@ -23,6 +23,7 @@ type beanstalkService struct {
 	*proxy.BeanstalkServer
 	journal *engine.FileJournal // nil without persistence
 	usr1    chan os.Signal
+	metrics *metrics.Metrics // for the backends a reload builds
 }
 
 // Shutdown stops the server, then closes the journal.
@@ -37,14 +38,20 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 
 // readyChecks are the service's /readyz checks.
 func (s *beanstalkService) readyChecks() []readyCheck {
-	if s.journal == nil {
-		return nil
+	checks := []readyCheck{{"beanstalk routes have a backend up", func(context.Context) error { return s.RoutesReady() }}}
+	if s.journal != nil {
+		checks = append(checks, readyCheck{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())})
 	}
-	return []readyCheck{{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())}}
+	return checks
 }
 
-// prepareReload takes the new limits and auth policy (reloader).
+// prepareReload takes the new limits, auth policy and Beanstalk routing
+// (reloader).
 func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
+	routes, err := s.PrepareReload(cfg, s.metrics)
+	if err != nil {
+		return nil, err
+	}
 	pol, err := authPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -53,6 +60,7 @@ func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
 	return func() {
 		s.SetLimits(l)
 		s.SetAuthPolicy(pol)
+		routes()
 	}, nil
 }
 
@@ -101,7 +109,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 			m.SetJournal(metrics.Beanstalk, fj.Journal())
 		}
 	}
-	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1)}
+	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1), metrics: m}
 	eng := srv.Engine()
 	signal.Notify(s.usr1, syscall.SIGUSR1)
 	go func() {
