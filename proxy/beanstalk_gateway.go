@@ -103,6 +103,7 @@ type beanstalkGateway struct {
 
 	drain    atomic.Bool  // Drain was called: puts answer DRAINING
 	reserved atomic.Int64 // jobs the clients hold reserved through the gateway
+	trace    *bgwTrace    // nil: tracing off (beanstalk_gateway_trace.go); kept across reloads
 }
 
 // bgwRouting is the routing of one configuration; immutable.
@@ -124,6 +125,9 @@ func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGat
 		gw.dialTimeout = 5 * time.Second
 	}
 	gw.cur.Store(rt)
+	if s.trace != nil {
+		gw.trace = newBgwTrace(s.trace.tr)
+	}
 	for _, h := range rt.cfg.health {
 		h.Start()
 	}

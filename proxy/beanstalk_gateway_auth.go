@@ -158,6 +158,9 @@ func (s *bgwSession) forget(b *routing.Backend) {
 	for id, rb := range s.reserved {
 		if b == nil || rb == b {
 			s.unhold(id)
+			if t := s.gw.trace; t != nil {
+				t.lost(id)
+			}
 		}
 	}
 }

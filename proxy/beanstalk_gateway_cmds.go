@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/routing"
@@ -12,6 +13,9 @@ import (
 func (s *bgwSession) exec(cmd *wire.Command) error {
 	// A reload applies from the next command on (beanstalk_gateway_reload.go).
 	s.rt = s.gw.rt()
+	if s.gw.trace != nil {
+		s.cmdStart = time.Now()
+	}
 	// The direct path's checks, in its order: auth, then the reservation
 	// cap (beanstalk_gateway_auth.go, beanstalk_gateway_limits.go).
 	if s.c.auth != nil || s.c.srv.auth.Load() != nil {
@@ -168,17 +172,28 @@ func (s *bgwSession) producer() *bgwBackend {
 
 // put sends the job to the used tube's producer backend.
 func (s *bgwSession) put(cmd *wire.Command) {
+	t := s.gw.trace
 	if s.gw.draining() {
+		if t != nil {
+			t.refused(s.used, len(cmd.Body), wire.Draining.String())
+		}
 		s.answer(cmd.Verb, wire.Reply{Kind: wire.Draining})
 		return
 	}
 	be := s.producer()
 	if be == nil {
+		if t != nil {
+			t.refused(s.used, len(cmd.Body), "backend_unavailable")
+		}
 		s.answer(cmd.Verb, internalError)
 		return
 	}
 	s.syncUse(be, nil)
-	s.do(be, cmd, s.push(be, cmd.Verb))
+	sl := s.push(be, cmd.Verb)
+	if t != nil {
+		t.put(sl, s.used, len(cmd.Body), be.b)
+	}
+	s.do(be, cmd, sl)
 }
 
 // byID sends a command naming a job to the backend the id names.
@@ -196,7 +211,7 @@ func (s *bgwSession) byID(cmd *wire.Command) {
 	c := *cmd
 	c.ID = id
 	sl := s.push(be, cmd.Verb)
-	sl.id = cmd.ID
+	sl.id, sl.pri, sl.delay = cmd.ID, cmd.Pri, cmd.Delay
 	s.do(be, &c, sl)
 }
 

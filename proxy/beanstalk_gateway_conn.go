@@ -45,6 +45,9 @@ func (c *beanstalkConn) serveGateway() {
 			var verb wire.Verb
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
+				if t := s.gw.trace; t != nil {
+					t.refused(s.used, 0, ce.Kind.String())
+				}
 			}
 			s.answer(verb, wire.Reply{Kind: ce.Kind})
 			continue

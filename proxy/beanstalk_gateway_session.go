@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/routing"
@@ -54,6 +55,10 @@ type bgwSession struct {
 	nReserved atomic.Int32                // len(reserved), for the sweeper
 	waiting   atomic.Bool                 // a reserve is waiting on the backends
 
+	// Tracing (beanstalk_gateway_trace.go).
+	cmdStart time.Time // when the command being routed was read
+	wrap     []byte    // the payload envelope of the last RESERVED
+
 	mu        sync.Mutex
 	cond      sync.Cond // on mu: a slot was filled
 	raceLeft  int       // guarded by mu: reserve waits not yet answered
@@ -88,6 +93,11 @@ type bgwSlot struct {
 	// those replies, plus one until release. Guarded by mu.
 	keep bool
 	need int
+	// Tracing: the put's send span; when the command was read; the
+	// release or bury's priority and delay.
+	span       *bgwSpan
+	start      time.Time
+	pri, delay uint32
 }
 
 func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
@@ -119,6 +129,7 @@ func (s *bgwSession) slot(be *bgwBackend, verb wire.Verb) *bgwSlot {
 	}
 	sl.done, sl.err, sl.reply, sl.be, sl.verb, sl.id, sl.race = false, nil, wire.Reply{}, be, verb, 0, false
 	sl.keep, sl.need = false, 0
+	sl.span, sl.start = nil, s.cmdStart
 	return sl
 }
 
@@ -372,6 +383,9 @@ var internalError = wire.Reply{Kind: wire.InternalError}
 func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 	if sl.err != nil {
 		s.giveBackTooBig(sl)
+		if t := s.gw.trace; t != nil {
+			t.reply(s, sl, wire.InternalError)
+		}
 		return s.write(sl.verb, &internalError)
 	}
 	r := &sl.reply
@@ -385,6 +399,9 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 			if r.Kind == wire.Reserved {
 				s.giveBack(sl.be, r.ID)
 			}
+			if t := s.gw.trace; t != nil {
+				t.reply(s, sl, wire.InternalError)
+			}
 			return s.write(sl.verb, &internalError)
 		}
 		r.ID = id
@@ -394,6 +411,9 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 		}
 	}
 	s.track(sl)
+	if t := s.gw.trace; t != nil {
+		t.reply(s, sl, 0)
+	}
 	return s.write(sl.verb, r)
 }
 
