@@ -115,7 +115,7 @@ type bgwRouting struct {
 // rt returns the routing in force; a session reads it once per command.
 func (gw *beanstalkGateway) rt() *bgwRouting { return gw.cur.Load() }
 
-func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGateway, error) {
+func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway, traceTableSize int) (*beanstalkGateway, error) {
 	rt, err := newBgwRouting(g)
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGat
 	}
 	gw.cur.Store(rt)
 	if s.trace != nil {
-		gw.trace = newBgwTrace(s.trace.tr)
+		gw.trace = newBgwTrace(s.trace.tr, traceTableSize)
 	}
 	for _, h := range rt.cfg.health {
 		h.Start()

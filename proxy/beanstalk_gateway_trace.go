@@ -36,11 +36,14 @@ type bgwSpan struct {
 }
 
 // newBgwTrace returns the gateway's tracing state, or nil with tracing off.
-func newBgwTrace(tr *tracing.Tracer) *bgwTrace {
+func newBgwTrace(tr *tracing.Tracer, size int) *bgwTrace {
 	if tr == nil {
 		return nil
 	}
-	return &bgwTrace{tr: tr, table: tracing.NewTable[uint64](tracing.DefaultTableSize)}
+	if size <= 0 {
+		size = tracing.DefaultTableSize
+	}
+	return &bgwTrace{tr: tr, table: tracing.NewTable[uint64](size)}
 }
 
 // bgwAddrOf is an upstream Beanstalk backend's host and port for span

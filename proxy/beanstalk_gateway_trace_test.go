@@ -103,3 +103,20 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 		t.Errorf("evicted %d", n)
 	}
 }
+
+// TestBeanstalkGatewayTraceTableSize: past TraceTableSize jobs the gateway
+// forgets the oldest job's trace state, and counts it.
+func TestBeanstalkGatewayTraceTableSize(t *testing.T) {
+	g, _ := bgwGateway(t, 1)
+	tr, _ := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
+	addr, srv := bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr, TraceTableSize: 2})
+	c := bgwDial(t, addr)
+	for i := range 3 {
+		if _, err := c.Put([]byte("x"), 1, 0, time.Minute); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if n := srv.BeanstalkTraceEvicted(); n != 1 {
+		t.Fatalf("evicted %d, want 1", n)
+	}
+}

@@ -96,7 +96,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		}
 		return nil, fmt.Errorf("routing: %w", err)
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr, Gateway: gw})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr, TraceTableSize: cfg.Tracing.TableSize, Gateway: gw})
 	if err != nil {
 		if fj != nil {
 			fj.Close()
