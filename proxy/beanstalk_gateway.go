@@ -56,6 +56,9 @@ import (
 //     reservations on that backend are then gone, as on any disconnect).
 //   - Closing the client connection closes every backend session, so every
 //     backend returns the connection's reservations to ready.
+//   - The server's auth policy, connection limits, drain and tracing apply
+//     as on the direct path (beanstalk_gateway_auth.go, _limits.go,
+//     _trace.go); a config reload swaps the routing (_reload.go).
 //
 // Limits of this version:
 //   - A tube no rule routes (no default) gets INTERNAL_ERROR for put.
@@ -67,6 +70,9 @@ import (
 //     the gateway and uses up no id on the backend, unlike beanstalkd.
 //   - Per-tube job metrics count the local engine's jobs only; commands
 //     through the gateway are counted by the server as usual.
+//   - The gateway counts a connection's reservations from the replies it
+//     passes on; a job whose TTR runs out upstream counts until a command
+//     on it answers NOT_FOUND (MaxReservedPerConn, the idle timeout, Idle).
 //   - A reserved job whose upstream id does not fit the client-visible id
 //     (routing.ErrIDOverflow) is released and the reserve answers
 //     INTERNAL_ERROR.
