@@ -26,3 +26,16 @@ func (s *bgwSession) overReserved(v wire.Verb) bool {
 // the gateway then answer DRAINING, as the engine's do, whichever backend
 // the tube routes to.
 func (gw *beanstalkGateway) draining() bool { return gw.drain.Load() }
+
+// SetDraining turns beanstalkd's drain mode on or off (SIGUSR1): put
+// answers DRAINING, through the gateway too, while connections are still
+// accepted and everything else works. Drain also stops accepting.
+func (s *BeanstalkServer) SetDraining(on bool) {
+	s.eng.SetDraining(on)
+	if s.gw != nil {
+		s.gw.drain.Store(on)
+	}
+}
+
+// Draining reports whether puts answer DRAINING.
+func (s *BeanstalkServer) Draining() bool { return s.eng.Draining() }

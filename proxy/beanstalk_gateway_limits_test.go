@@ -212,3 +212,19 @@ func TestBeanstalkGatewayDrain(t *testing.T) {
 	defer u.nc.Close()
 	bsRoundTrip(t, u, "stats\r\n", "OK {n}\r\n---\n{...}total-jobs: 2\n{...}")
 }
+
+// TestBeanstalkGatewaySetDraining: beanstalkd's drain mode (SIGUSR1)
+// makes puts through the gateway answer DRAINING while new connections
+// are still served; turning it off lets puts through again.
+func TestBeanstalkGatewaySetDraining(t *testing.T) {
+	srv, _, _, addr, _ := bgwStartLimited(t, proxy.Limits{})
+	srv.SetDraining(true)
+	c := bsDial(t, addr)
+	defer c.nc.Close()
+	bsRoundTrip(t, c, "put 0 0 60 1\r\na\r\n", "DRAINING\r\n")
+	if !srv.Draining() {
+		t.Fatal("Draining() false in drain mode")
+	}
+	srv.SetDraining(false)
+	bsRoundTrip(t, c, "put 0 0 60 1\r\na\r\n", "INSERTED "+gid(1)+"\r\n")
+}

@@ -110,14 +110,13 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		}
 	}
 	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1), metrics: m}
-	eng := srv.Engine()
 	signal.Notify(s.usr1, syscall.SIGUSR1)
 	go func() {
 		for range s.usr1 {
-			if !eng.Draining() {
+			if !srv.Draining() {
 				log.Info("entering drain mode (SIGUSR1): put answers DRAINING")
 			}
-			eng.SetDraining(true)
+			srv.SetDraining(true) // the gateway's puts too
 		}
 	}()
 	return s, nil
