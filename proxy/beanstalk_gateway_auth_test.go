@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,4 +282,15 @@ func TestBeanstalkGatewayAuthGoClient(t *testing.T) {
 	if _, err := jobs.Put([]byte("again"), 1, 0, time.Minute); err != nil {
 		t.Fatalf("put after the denials (out of step?): %v", err)
 	}
+}
+
+// TestBeanstalkGatewayAuthBeaneater is TestBeanstalkAuthBeaneater through
+// the gateway in front of a real beanstalkd.
+func TestBeanstalkGatewayAuthBeaneater(t *testing.T) {
+	ruby := testutil.RequireBinary(t, "ruby")
+	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
+		t.Skipf("ruby beaneater not installed: %s", out)
+	}
+	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	runBeaneaterAuth(t, ruby, addr)
 }
