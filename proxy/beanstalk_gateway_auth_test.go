@@ -294,3 +294,28 @@ func TestBeanstalkGatewayAuthBeaneater(t *testing.T) {
 	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
 	runBeaneaterAuth(t, ruby, addr)
 }
+
+// TestBeanstalkGatewayAuthSwap: a new policy applies to an open gateway
+// connection from its next command, and turning auth off lets the
+// soft-denied watch reach the upstream.
+func TestBeanstalkGatewayAuthSwap(t *testing.T) {
+	addr, _, srv, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	c := bsDial(t, addr)
+	defer c.nc.Close()
+	bsRoundTrip(t, c,
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\na\r\n", "INSERTED "+gid(1)+"\r\n",
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"stats\r\n", "NOT_FOUND\r\n",
+	)
+	cfg := testAuthConfig()
+	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
+	srv.SetAuthPolicy(mustPolicy(t, cfg))
+	bsRoundTrip(t, c, "put 0 0 60 1\r\nb\r\n", "NOT_FOUND\r\n", "stats\r\n", "OK {n}\r\n---\n{...}")
+
+	srv.SetAuthPolicy(nil)
+	bsRoundTrip(t, c,
+		"put 0 0 60 1\r\nc\r\n", "INSERTED "+gid(2)+"\r\n",
+		"reserve-with-timeout 0\r\n", "RESERVED "+gid(1)+" 1\r\na\r\n",
+	)
+}
