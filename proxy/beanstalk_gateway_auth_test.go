@@ -319,3 +319,37 @@ func TestBeanstalkGatewayAuthSwap(t *testing.T) {
 		"reserve-with-timeout 0\r\n", "RESERVED "+gid(1)+" 1\r\na\r\n",
 	)
 }
+
+// TestBeanstalkGatewayAuthLocal: through a gateway whose routes lead to
+// the local engine, jobs of other tubes are looked up there and denied,
+// and the soft-denied tube is never reserved from.
+func TestBeanstalkGatewayAuthLocal(t *testing.T) {
+	c := config.Default()
+	b := config.DefaultBackend()
+	b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "unused", 1, config.TypeBeanstalk, "127.0.0.1:1", 0
+	c.Backends = append(c.Backends, b)
+	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
+	must(t, err)
+	addr, _ := bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: mustPolicy(t, testAuthConfig())})
+	adm := bsAdmin(t, addr)
+	bsRoundTrip(t, adm,
+		"put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n",
+		"use payroll\r\n", "USING payroll\r\n",
+		"put 0 0 60 1\r\np\r\n", "INSERTED 2\r\n",
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nj\r\n", "INSERTED 3\r\n",
+	)
+	w := bsDial(t, addr)
+	defer w.nc.Close()
+	bsRoundTrip(t, w,
+		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"peek 2\r\n", "NOT_FOUND\r\n",
+		"delete 1\r\n", "NOT_FOUND\r\n",
+		"peek 3\r\n", "FOUND 3 1\r\nj\r\n",
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"reserve-with-timeout 0\r\n", "RESERVED 3 1\r\nj\r\n",
+		"reserve-with-timeout 0\r\n", "TIMED_OUT\r\n",
+		"delete 3\r\n", "DELETED\r\n",
+	)
+	bsRoundTrip(t, adm, "stats-job 1\r\n", "OK {n}\r\n---\nid: 1\ntube: default\nstate: ready\n{...}")
+}
