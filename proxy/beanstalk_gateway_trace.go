@@ -61,10 +61,10 @@ func bgwAddrOf(b *routing.Backend) gwAddr {
 	return gwAddr{host, p}
 }
 
-// BeanstalkTraceEvicted returns how many jobs a traced Beanstalk gateway
+// TraceEvicted returns how many jobs a traced Beanstalk gateway
 // dropped from its table of traced jobs because it was full; 0 for a
 // server that is not a traced gateway. It only grows.
-func (s *BeanstalkServer) BeanstalkTraceEvicted() uint64 {
+func (s *BeanstalkServer) TraceEvicted() uint64 {
 	if s.gw == nil || s.gw.trace == nil {
 		return 0
 	}

@@ -99,7 +99,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 		"T1 send emails producer parent=- links=[] status=Error error.type=EXPECTED_CRLF messaging.destination.name=emails messaging.message.body.size=0 messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk",
 		"T2 send emails producer parent=- links=[] status=Error error.type=DRAINING messaging.destination.name=emails messaging.message.body.size=1 messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk",
 	})
-	if n := srv.BeanstalkTraceEvicted(); n != 0 {
+	if n := srv.TraceEvicted(); n != 0 {
 		t.Errorf("evicted %d", n)
 	}
 }
@@ -116,7 +116,7 @@ func TestBeanstalkGatewayTraceTableSize(t *testing.T) {
 			t.Fatalf("put %d: %v", i, err)
 		}
 	}
-	if n := srv.BeanstalkTraceEvicted(); n != 1 {
+	if n := srv.TraceEvicted(); n != 1 {
 		t.Fatalf("evicted %d, want 1", n)
 	}
 }

@@ -109,7 +109,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 			m.SetJournal(metrics.Beanstalk, fj.Journal())
 		}
 	}
-	registerEvictedMetric(m, tr, srv.BeanstalkTraceEvicted)
+	registerEvictedMetric(m, tr, srv.TraceEvicted)
 	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1), metrics: m}
 	signal.Notify(s.usr1, syscall.SIGUSR1)
 	go func() {
