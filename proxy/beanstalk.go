@@ -57,6 +57,9 @@ type BeanstalkConfig struct {
 	// (beanstalk_trace.go). nil: no spans, at the cost of a nil check.
 	// The server sets the engine's TraceHook.
 	Tracer *tracing.Tracer
+	// TraceTableSize caps the jobs a traced gateway keeps trace state for
+	// (beanstalk_gateway_trace.go); 0 means tracing.DefaultTableSize.
+	TraceTableSize int
 	// Gateway, when set, routes tubes to upstream beanstalkd servers and
 	// the engine (beanstalk_gateway.go). nil: every command goes straight
 	// to the engine.
@@ -121,7 +124,7 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 	s.guard = newConnGuard(cfg.Clock, s.log, s.connSeries, cfg.ConnLimits, beanstalkReject)
 	s.wireTracing(cfg.Tracer)
 	if cfg.Gateway != nil {
-		gw, err := newBeanstalkGateway(s, cfg.Gateway)
+		gw, err := newBeanstalkGateway(s, cfg.Gateway, cfg.TraceTableSize)
 		if err != nil {
 			if s.ownsEng {
 				s.eng.Close()

@@ -28,19 +28,43 @@ type beanstalkAuth struct {
 	connAuth
 }
 
+// beanstalkAuthSession is what the auth decisions need of a connection's
+// protocol state, so that the direct path (an engine Session) and the
+// gateway (a bgwSession) share them.
+type beanstalkAuthSession interface {
+	// SetReserveFilter makes reserve take jobs only from the tubes allow
+	// passes; allow runs on the connection's goroutine only.
+	SetReserveFilter(allow func(tube []byte) bool)
+	// Used is the used tube.
+	Used() []byte
+	// Watching is the length of the watch list.
+	Watching() int
+	// Reservable reports whether the filter passes any watched tube.
+	Reservable() bool
+	// JobTube is the tube of job id and whether the connection holds it
+	// reserved; ok false: no such job.
+	JobTube(id uint64) (tube []byte, mine, ok bool)
+}
+
+var (
+	_ beanstalkAuthSession = (*engine.Session)(nil)
+	_ beanstalkAuthSession = (*bgwSession)(nil)
+)
+
 // authorize runs the auth policy's part of one command, before the
 // engine sees it. It returns true when it has answered the command itself
 // in *r: a token (use jobgate-auth.<token>), or a denial (see proxy/auth
 // for the replies). r.Kind 0 then means: close the connection. It returns
 // false to let the engine run the command. pol is the server's current
 // policy; nil (auth turned off by a reload) lets everything through.
-func (c *beanstalkConn) authorize(pol *auth.Policy, sess *engine.Session, cmd *wire.Command, r *wire.Reply) bool {
+func (c *beanstalkConn) authorize(pol *auth.Policy, sess beanstalkAuthSession, cmd *wire.Command, r *wire.Reply) bool {
 	a := c.auth
 	if a == nil {
 		a = &beanstalkAuth{}
 		c.auth = a
 		// The filter reads a.pol and a.id, which belong to this goroutine:
-		// the engine calls it only from Exec.
+		// the engine calls it only from Exec, the gateway from its read
+		// loop.
 		sess.SetReserveFilter(func(tube []byte) bool {
 			return a.pol.Decide(a.id, auth.Consume, tube).Allowed()
 		})

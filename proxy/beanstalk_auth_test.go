@@ -408,6 +408,13 @@ func TestBeanstalkAuthBeaneater(t *testing.T) {
 		t.Skipf("ruby beaneater not installed: %s", out)
 	}
 	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	runBeaneaterAuth(t, ruby, addr)
+}
+
+// runBeaneaterAuth runs beaneater against addr, served with
+// testAuthConfig, and checks what each step raised or returned.
+func runBeaneaterAuth(t *testing.T, ruby, addr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, ruby, "-e", `

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
@@ -55,6 +56,9 @@ import (
 //     reservations on that backend are then gone, as on any disconnect).
 //   - Closing the client connection closes every backend session, so every
 //     backend returns the connection's reservations to ready.
+//   - The server's auth policy, connection limits, drain and tracing apply
+//     as on the direct path (beanstalk_gateway_auth.go, _limits.go,
+//     _trace.go); a config reload swaps the routing (_reload.go).
 //
 // Limits of this version:
 //   - A tube no rule routes (no default) gets INTERNAL_ERROR for put.
@@ -66,6 +70,9 @@ import (
 //     the gateway and uses up no id on the backend, unlike beanstalkd.
 //   - Per-tube job metrics count the local engine's jobs only; commands
 //     through the gateway are counted by the server as usual.
+//   - The gateway counts a connection's reservations from the replies it
+//     passes on; a job whose TTR runs out upstream counts until a command
+//     on it answers NOT_FOUND (MaxReservedPerConn, the idle timeout, Idle).
 //   - A reserved job whose upstream id does not fit the client-visible id
 //     (routing.ErrIDOverflow) is released and the reserve answers
 //     INTERNAL_ERROR.
@@ -87,26 +94,58 @@ type BeanstalkGateway struct {
 	DialTimeout time.Duration
 
 	// health are the checkers NewBeanstalkGatewayFromConfig built, started
-	// and stopped with the server.
+	// and stopped with the server (or by a reload).
 	health []*routing.Health
+	// built are the backends NewBeanstalkGatewayFromConfig made, by name,
+	// for a reload to keep the unchanged ones.
+	built map[string]builtBackend
 }
 
 // beanstalkGateway is a BeanstalkGateway serving one BeanstalkServer.
 type beanstalkGateway struct {
-	srv    *BeanstalkServer
+	srv         *BeanstalkServer
+	cur         atomic.Pointer[bgwRouting] // swapped whole by a reload (beanstalk_gateway_reload.go)
+	dialTimeout time.Duration              // kept across reloads
+
+	drain    atomic.Bool  // Drain was called: puts answer DRAINING
+	reserved atomic.Int64 // jobs the clients hold reserved through the gateway
+	trace    *bgwTrace    // nil: tracing off (beanstalk_gateway_trace.go); kept across reloads
+}
+
+// bgwRouting is the routing of one configuration; immutable.
+type bgwRouting struct {
 	cfg    BeanstalkGateway
 	routed []*routing.Backend // every backend some rule or the default reaches, local first
 }
 
-func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGateway, error) {
+// rt returns the routing in force; a session reads it once per command.
+func (gw *beanstalkGateway) rt() *bgwRouting { return gw.cur.Load() }
+
+func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway, traceTableSize int) (*beanstalkGateway, error) {
+	rt, err := newBgwRouting(g)
+	if err != nil {
+		return nil, err
+	}
+	gw := &beanstalkGateway{srv: s, dialTimeout: g.DialTimeout}
+	if gw.dialTimeout <= 0 {
+		gw.dialTimeout = 5 * time.Second
+	}
+	gw.cur.Store(rt)
+	if s.trace != nil {
+		gw.trace = newBgwTrace(s.trace.tr, traceTableSize)
+	}
+	for _, h := range rt.cfg.health {
+		h.Start()
+	}
+	return gw, nil
+}
+
+// newBgwRouting checks g and lists the backends its rules reach.
+func newBgwRouting(g *BeanstalkGateway) (*bgwRouting, error) {
 	if g.Rules == nil || g.IDs == nil {
 		return nil, errors.New("beanstalk gateway: Rules and IDs are required")
 	}
-	cfg := *g
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 5 * time.Second
-	}
-	gw := &beanstalkGateway{srv: s, cfg: cfg}
+	rt := &bgwRouting{cfg: *g}
 	seen := map[*routing.Backend]bool{}
 	var local *routing.Backend
 	add := func(p *routing.Pool) {
@@ -125,29 +164,26 @@ func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGat
 			if b.Beanstalk == nil {
 				continue
 			}
-			gw.routed = append(gw.routed, b)
+			rt.routed = append(rt.routed, b)
 		}
 	}
-	for _, r := range cfg.Rules.Rules() {
+	for _, r := range g.Rules.Rules() {
 		add(r.Pool)
 	}
-	add(cfg.Rules.Default())
+	add(g.Rules.Default())
 	if local != nil {
-		gw.routed = append([]*routing.Backend{local}, gw.routed...)
+		rt.routed = append([]*routing.Backend{local}, rt.routed...)
 	}
-	for _, b := range gw.routed {
-		if _, err := cfg.IDs.Encode(b, 1); err != nil {
+	for _, b := range rt.routed {
+		if _, err := g.IDs.Encode(b, 1); err != nil {
 			return nil, fmt.Errorf("beanstalk gateway: backend %q (id %d) is not in the id map", b.Name, b.ID)
 		}
 	}
-	for _, h := range cfg.health {
-		h.Start()
-	}
-	return gw, nil
+	return rt, nil
 }
 
 func (gw *beanstalkGateway) stop() {
-	for _, h := range gw.cfg.health {
+	for _, h := range gw.rt().cfg.health {
 		h.Stop()
 	}
 }
@@ -160,7 +196,7 @@ func serves(b *routing.Backend) bool {
 
 // openTimeout is the context for dialling one backend session.
 func (gw *beanstalkGateway) openTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), gw.cfg.DialTimeout)
+	return context.WithTimeout(context.Background(), gw.dialTimeout)
 }
 
 // NewBeanstalkGatewayFromConfig builds the Beanstalk routing of c: the local
@@ -173,8 +209,15 @@ func (gw *beanstalkGateway) openTimeout() (context.Context, context.CancelFunc) 
 // not reported). The id map knows only the routed backends, so a
 // configuration whose routes all lead to the local engine keeps its ids.
 func NewBeanstalkGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*BeanstalkGateway, error) {
+	return buildBeanstalkGateway(c, m, nil)
+}
+
+// buildBeanstalkGateway is NewBeanstalkGatewayFromConfig keeping the
+// backends of prev whose configuration is unchanged (reuseBackend).
+func buildBeanstalkGateway(c *config.Config, m *metrics.Metrics, prev map[string]builtBackend) (*BeanstalkGateway, error) {
 	limits := wire.Limits{MaxJobSize: c.Beanstalk.MaxJobSize.Int()}
 	byName := map[string]*routing.Backend{}
+	built := map[string]builtBackend{}
 	var health []*routing.Health
 	upstreams := 0
 	for _, cb := range c.AllBackends() {
@@ -183,6 +226,13 @@ func NewBeanstalkGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*Beans
 			byName[cb.Name] = &routing.Backend{ID: routing.LocalID, Name: config.LocalName}
 		case cb.Type == config.TypeBeanstalk:
 			upstreams++
+			if b := reuseBackend(prev, cb); b != nil {
+				byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
+				if b.Health != nil {
+					health = append(health, b.Health)
+				}
+				continue
+			}
 			ucfg := upstream.BeanstalkConfig{
 				Config: upstream.Config{Addr: cb.Address, DialTimeout: cb.DialTimeout,
 					IOTimeout: cb.IOTimeout, KeepAlive: cb.Keepalive},
@@ -222,7 +272,7 @@ func NewBeanstalkGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*Beans
 				}
 				health = append(health, b.Health)
 			}
-			byName[cb.Name] = b
+			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
 		}
 	}
 	if upstreams == 0 {
@@ -295,6 +345,14 @@ func NewBeanstalkGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*Beans
 			}
 		}
 	}
+	// A reload keeps the ids of the backends it keeps decodable, routed or
+	// not, so that clients can finish the jobs they hold there.
+	for name, bb := range built {
+		if old, ok := prev[name]; ok && old.b == bb.b && !seen[bb.b] {
+			seen[bb.b] = true
+			routed = append(routed, bb.b)
+		}
+	}
 	if len(routed) == 0 {
 		routed = append(routed, byName[config.LocalName])
 	}
@@ -302,5 +360,5 @@ func NewBeanstalkGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*Beans
 	if err != nil {
 		return nil, err
 	}
-	return &BeanstalkGateway{Rules: rt, IDs: ids, health: health}, nil
+	return &BeanstalkGateway{Rules: rt, IDs: ids, health: health, built: built}, nil
 }

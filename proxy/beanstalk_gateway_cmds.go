@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/routing"
@@ -10,6 +11,27 @@ import (
 // exec routes one client command. It returns the client connection's
 // error (then the connection ends).
 func (s *bgwSession) exec(cmd *wire.Command) error {
+	// A reload applies from the next command on (beanstalk_gateway_reload.go).
+	s.rt = s.gw.rt()
+	if s.gw.trace != nil {
+		s.cmdStart = time.Now()
+	}
+	// The direct path's checks, in its order: auth, then the reservation
+	// cap (beanstalk_gateway_auth.go, beanstalk_gateway_limits.go).
+	if s.c.auth != nil || s.c.srv.auth.Load() != nil {
+		if done, err := s.authorize(cmd); done {
+			return err
+		}
+	}
+	if cmd.Verb == wire.ReserveJob && s.c.srv.guard.current().MaxReservedPerConn > 0 {
+		if err := s.settle(); err != nil { // count what the batch reserved so far
+			return err
+		}
+	}
+	if s.overReserved(cmd.Verb) {
+		s.answer(cmd.Verb, wire.Reply{Kind: wire.DeadlineSoon})
+		return nil
+	}
 	switch cmd.Verb {
 	case wire.Use:
 		s.used = append(s.used[:0], cmd.Tube...)
@@ -78,7 +100,10 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 // sessions as needed, as beanstalkd creates the tube at once (a consumer
 // reserves from all of them); the commands hold sl.
 func (s *bgwSession) tell(tube []byte, sl *bgwSlot) {
-	p := s.gw.cfg.Rules.Match(tube)
+	if !s.consumable(tube) {
+		return // soft-denied: never sent upstream (beanstalk_gateway_auth.go)
+	}
+	p := s.rt.cfg.Rules.Match(tube)
 	if p == nil {
 		return
 	}
@@ -124,7 +149,7 @@ func (s *bgwSession) ignore(cmd *wire.Command) *bgwSlot {
 // the owner first (empty when no rule routes the tube).
 func (s *bgwSession) producers() []*routing.Backend {
 	s.order = s.order[:0]
-	if p := s.gw.cfg.Rules.Match(s.used); p != nil {
+	if p := s.rt.cfg.Rules.Match(s.used); p != nil {
 		s.order = p.Order(s.used, s.order)
 	}
 	return s.order
@@ -147,18 +172,33 @@ func (s *bgwSession) producer() *bgwBackend {
 
 // put sends the job to the used tube's producer backend.
 func (s *bgwSession) put(cmd *wire.Command) {
+	t := s.gw.trace
+	if s.gw.draining() {
+		if t != nil {
+			t.refused(s.used, len(cmd.Body), wire.Draining.String())
+		}
+		s.answer(cmd.Verb, wire.Reply{Kind: wire.Draining})
+		return
+	}
 	be := s.producer()
 	if be == nil {
+		if t != nil {
+			t.refused(s.used, len(cmd.Body), "backend_unavailable")
+		}
 		s.answer(cmd.Verb, internalError)
 		return
 	}
 	s.syncUse(be, nil)
-	s.do(be, cmd, s.push(be, cmd.Verb))
+	sl := s.push(be, cmd.Verb)
+	if t != nil {
+		t.put(sl, s.used, len(cmd.Body), be.b)
+	}
+	s.do(be, cmd, sl)
 }
 
 // byID sends a command naming a job to the backend the id names.
 func (s *bgwSession) byID(cmd *wire.Command) {
-	b, id := s.gw.cfg.IDs.Decode(cmd.ID)
+	b, id := s.rt.cfg.IDs.Decode(cmd.ID)
 	if !serves(b) {
 		s.answer(cmd.Verb, wire.Reply{Kind: wire.NotFound})
 		return
@@ -171,7 +211,7 @@ func (s *bgwSession) byID(cmd *wire.Command) {
 	c := *cmd
 	c.ID = id
 	sl := s.push(be, cmd.Verb)
-	sl.id = cmd.ID
+	sl.id, sl.pri, sl.delay = cmd.ID, cmd.Pri, cmd.Delay
 	s.do(be, &c, sl)
 }
 
@@ -271,7 +311,7 @@ func (s *bgwSession) kick(cmd *wire.Command) error {
 // everywhere) from every backend of the tube's pool.
 func (s *bgwSession) tubeFanOut(cmd *wire.Command) error {
 	var bs []*routing.Backend
-	if p := s.gw.cfg.Rules.Match(cmd.Tube); p != nil {
+	if p := s.rt.cfg.Rules.Match(cmd.Tube); p != nil {
 		bs = p.Backends()
 	}
 	slots := s.fan(bs, cmd, nil)
@@ -308,7 +348,7 @@ func (s *bgwSession) tubeFanOut(cmd *wire.Command) error {
 // listTubes lists every routed backend's tubes once, in the order first
 // seen.
 func (s *bgwSession) listTubes(cmd *wire.Command) error {
-	slots := s.fan(s.gw.routed, cmd, nil)
+	slots := s.fan(s.rt.routed, cmd, nil)
 	defer s.drop(slots)
 	if sl := only(slots); sl != nil {
 		return s.writeSlot(sl)
@@ -345,7 +385,7 @@ func tubeUnion(slots []*bgwSlot) (names []string, ok bool) {
 // stats sums every routed backend's counters; current-tubes counts the
 // distinct tubes of all of them.
 func (s *bgwSession) stats(cmd *wire.Command) error {
-	slots := s.fan(s.gw.routed, cmd, nil)
+	slots := s.fan(s.rt.routed, cmd, nil)
 	defer s.drop(slots)
 	if sl := only(slots); sl != nil {
 		return s.writeSlot(sl)
@@ -363,7 +403,7 @@ func (s *bgwSession) stats(cmd *wire.Command) error {
 	if !got {
 		return s.write(cmd.Verb, &internalError)
 	}
-	lists := s.fan(s.gw.routed, &wire.Command{Verb: wire.ListTubes}, nil)
+	lists := s.fan(s.rt.routed, &wire.Command{Verb: wire.ListTubes}, nil)
 	if names, ok := tubeUnion(lists); ok {
 		sum.CurrentTubes = uint64(len(names))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/proxy/connlimit"
 	"github.com/jobgate/jobgate/routing"
 )
 
@@ -15,13 +16,21 @@ import (
 func (c *beanstalkConn) serveGateway() {
 	s := c.srv.gw.newSession(c)
 	defer s.close()
-	wr := wire.NewWriter(c.nc)
+	// The same limits as the direct path (limits_beanstalk.go): the
+	// timeouts, with the session's pending reserve and reservations as
+	// its work in hand, and the write timeout's writer.
+	c.srv.guard.watch(&c.watch, s.busy, func(connlimit.Reason) { c.nc.Close() })
+	defer c.srv.guard.unwatch(&c.watch)
+	wr := wire.NewWriter(beanstalkOut{c})
 	s.wr = wr
 	c.in.wr = wr
 	rd := wire.NewReader(&bgwInput{s: s, in: &c.in}, c.srv.limits)
 	c.in.rd = rd
 	for {
 		cmd, err := rd.ReadCommand()
+		if err == nil {
+			c.watch.frames.Add(1)
+		}
 		if err != nil {
 			var ce *wire.ClientError
 			if !errors.As(err, &ce) {
@@ -36,6 +45,9 @@ func (c *beanstalkConn) serveGateway() {
 			var verb wire.Verb
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
+				if t := s.gw.trace; t != nil {
+					t.refused(s.used, 0, ce.Kind.String())
+				}
 			}
 			s.answer(verb, wire.Reply{Kind: ce.Kind})
 			continue
@@ -94,6 +106,8 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 		}
 	}
 	slots := make([]*bgwSlot, len(targets))
+	s.waiting.Store(true)
+	defer s.waiting.Store(false)
 	s.mu.Lock()
 	s.raceLeft, s.raceWin, s.raceAwake = len(targets), nil, true
 	s.mu.Unlock()
@@ -193,11 +207,14 @@ func (s *bgwSession) reserveReady(cmd *wire.Command, targets []*bgwBackend) (boo
 }
 
 // reserveTargets opens a session on every available backend of every
-// watched tube's pool and makes each watch the tubes it serves.
+// consumable watched tube's pool and makes each watch the tubes it serves.
 func (s *bgwSession) reserveTargets() []*bgwBackend {
 	var bs []*routing.Backend
 	for _, t := range s.watched {
-		p := s.gw.cfg.Rules.Match(t)
+		if !s.consumable(t) {
+			continue // auth: never reserve from it (beanstalk_gateway_auth.go)
+		}
+		p := s.rt.cfg.Rules.Match(t)
 		if p == nil {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/routing"
@@ -31,6 +33,7 @@ import (
 // into a backend.
 type bgwSession struct {
 	gw *beanstalkGateway
+	rt *bgwRouting // the routing in force when the command began
 	c  *beanstalkConn
 	wr *wire.Writer
 
@@ -44,6 +47,17 @@ type bgwSession struct {
 	nextReserve int
 	yaml        wire.YAMLBuilder
 	discard     func(*wire.Reply, error) // the done of commands of our own
+
+	// Auth and limits (beanstalk_gateway_auth.go, _limits.go).
+	allow     func(tube []byte) bool      // the reserve filter; nil: every tube
+	tubeBuf   []byte                      // JobTube's answer
+	reserved  map[uint64]*routing.Backend // client id -> backend of each job the client holds
+	nReserved atomic.Int32                // len(reserved), for the sweeper
+	waiting   atomic.Bool                 // a reserve is waiting on the backends
+
+	// Tracing (beanstalk_gateway_trace.go).
+	cmdStart time.Time // when the command being routed was read
+	wrap     []byte    // the payload envelope of the last RESERVED
 
 	mu        sync.Mutex
 	cond      sync.Cond // on mu: a slot was filled
@@ -79,10 +93,15 @@ type bgwSlot struct {
 	// those replies, plus one until release. Guarded by mu.
 	keep bool
 	need int
+	// Tracing: the put's send span; when the command was read; the
+	// release or bury's priority and delay.
+	span       *bgwSpan
+	start      time.Time
+	pri, delay uint32
 }
 
 func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
-	s := &bgwSession{gw: gw, c: c, used: []byte("default"), watched: [][]byte{[]byte("default")}}
+	s := &bgwSession{gw: gw, rt: gw.rt(), c: c, used: []byte("default"), watched: [][]byte{[]byte("default")}}
 	s.cond.L = &s.mu
 	s.discard = func(*wire.Reply, error) {}
 	return s
@@ -91,6 +110,7 @@ func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
 // close ends every backend session: each backend returns the client's
 // reservations to ready.
 func (s *bgwSession) close() {
+	s.forget(nil)
 	for _, be := range s.open {
 		be.conn.Close()
 	}
@@ -109,6 +129,7 @@ func (s *bgwSession) slot(be *bgwBackend, verb wire.Verb) *bgwSlot {
 	}
 	sl.done, sl.err, sl.reply, sl.be, sl.verb, sl.id, sl.race = false, nil, wire.Reply{}, be, verb, 0, false
 	sl.keep, sl.need = false, 0
+	sl.span, sl.start = nil, s.cmdStart
 	return sl
 }
 
@@ -181,6 +202,7 @@ func (s *bgwSession) backend(b *routing.Backend) (*bgwBackend, error) {
 		}
 		be.conn.Close()
 		s.open = append(s.open[:i], s.open[i+1:]...)
+		s.forget(b) // the backend returned them to ready
 		break
 	}
 	be := &bgwBackend{b: b, used: "default", watched: []string{"default"}}
@@ -259,7 +281,7 @@ func (s *bgwSession) prepUse(be *bgwBackend) { s.syncUse(be, nil) }
 
 // inPool reports whether b is a member of the pool of tube.
 func (s *bgwSession) inPool(tube []byte, b *routing.Backend) bool {
-	p := s.gw.cfg.Rules.Match(tube)
+	p := s.rt.cfg.Rules.Match(tube)
 	if p == nil {
 		return false
 	}
@@ -272,11 +294,13 @@ func (s *bgwSession) inPool(tube []byte, b *routing.Backend) bool {
 }
 
 // syncWatch makes be watch exactly the client's tubes that its backend
-// serves: watches first, so the list never runs empty. The commands sent
+// serves and auth lets it consume: watches first, so the list never runs
+// empty (a backend left watching one tube it may not consume is no
+// reserve target, see reserveTargets). The commands sent
 // hold sl, if any.
 func (s *bgwSession) syncWatch(be *bgwBackend, sl *bgwSlot) {
 	for _, t := range s.watched {
-		if !s.inPool(t, be.b) || watching(be.watched, t) {
+		if !s.inPool(t, be.b) || watching(be.watched, t) || !s.consumable(t) {
 			continue
 		}
 		s.ownFor(be, &wire.Command{Verb: wire.Watch, Tube: t}, sl)
@@ -286,7 +310,7 @@ func (s *bgwSession) syncWatch(be *bgwBackend, sl *bgwSlot) {
 		t := be.watched[i]
 		keep := false
 		for _, w := range s.watched {
-			if string(w) == t && s.inPool(w, be.b) {
+			if string(w) == t && s.inPool(w, be.b) && s.consumable(w) {
 				keep = true
 				break
 			}
@@ -359,6 +383,9 @@ var internalError = wire.Reply{Kind: wire.InternalError}
 func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 	if sl.err != nil {
 		s.giveBackTooBig(sl)
+		if t := s.gw.trace; t != nil {
+			t.reply(s, sl, wire.InternalError)
+		}
 		return s.write(sl.verb, &internalError)
 	}
 	r := &sl.reply
@@ -367,10 +394,13 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 	}
 	switch r.Kind {
 	case wire.Inserted, wire.BuriedID, wire.Reserved, wire.Found:
-		id, err := s.gw.cfg.IDs.Encode(sl.be.b, r.ID)
+		id, err := s.rt.cfg.IDs.Encode(sl.be.b, r.ID)
 		if err != nil {
 			if r.Kind == wire.Reserved {
 				s.giveBack(sl.be, r.ID)
+			}
+			if t := s.gw.trace; t != nil {
+				t.reply(s, sl, wire.InternalError)
 			}
 			return s.write(sl.verb, &internalError)
 		}
@@ -379,6 +409,10 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 		if sl.verb == wire.StatsJob {
 			r.Body = rewriteJobID(r.Body, sl.id)
 		}
+	}
+	s.track(sl)
+	if t := s.gw.trace; t != nil {
+		t.reply(s, sl, 0)
 	}
 	return s.write(sl.verb, r)
 }

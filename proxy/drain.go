@@ -6,6 +6,9 @@ package proxy
 // jobs workers hold can finish. Shutdown ends it.
 func (s *BeanstalkServer) Drain() {
 	s.eng.SetDraining(true)
+	if s.gw != nil {
+		s.gw.drain.Store(true) // the gateway's puts (beanstalk_gateway_limits.go)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for l := range s.lns {
@@ -14,9 +17,13 @@ func (s *BeanstalkServer) Drain() {
 	}
 }
 
-// Idle reports whether no job is reserved: a drain can end without taking
-// a job from a worker in the middle of it.
+// Idle reports whether no job is reserved (through the gateway too, on any
+// backend): a drain can end without taking a job from a worker in the
+// middle of it.
 func (s *BeanstalkServer) Idle() bool {
+	if s.gw != nil && s.gw.reserved.Load() > 0 {
+		return false
+	}
 	reserved := 0
 	s.eng.QueueDepths(func(_ string, _, r, _, _ int) { reserved += r })
 	return reserved == 0

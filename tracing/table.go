@@ -21,6 +21,9 @@ type Entry struct {
 	// Process is the open process span while a worker holds the job, zero
 	// otherwise.
 	Process Process
+	// Name is the job's tube or function, for proxies whose delivery does
+	// not carry it (a Beanstalk RESERVED reply); empty otherwise.
+	Name string
 }
 
 // Table is a size-capped map from a job's client-visible id or handle to

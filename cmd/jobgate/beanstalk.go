@@ -23,6 +23,7 @@ type beanstalkService struct {
 	*proxy.BeanstalkServer
 	journal *engine.FileJournal // nil without persistence
 	usr1    chan os.Signal
+	metrics *metrics.Metrics // for the backends a reload builds
 }
 
 // Shutdown stops the server, then closes the journal.
@@ -37,14 +38,20 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 
 // readyChecks are the service's /readyz checks.
 func (s *beanstalkService) readyChecks() []readyCheck {
-	if s.journal == nil {
-		return nil
+	checks := []readyCheck{{"beanstalk routes have a backend up", func(context.Context) error { return s.RoutesReady() }}}
+	if s.journal != nil {
+		checks = append(checks, readyCheck{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())})
 	}
-	return []readyCheck{{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())}}
+	return checks
 }
 
-// prepareReload takes the new limits and auth policy (reloader).
+// prepareReload takes the new limits, auth policy and Beanstalk routing
+// (reloader).
 func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
+	routes, err := s.PrepareReload(cfg, s.metrics)
+	if err != nil {
+		return nil, err
+	}
 	pol, err := authPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -53,6 +60,7 @@ func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
 	return func() {
 		s.SetLimits(l)
 		s.SetAuthPolicy(pol)
+		routes()
 	}, nil
 }
 
@@ -88,7 +96,7 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		}
 		return nil, fmt.Errorf("routing: %w", err)
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr, Gateway: gw})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr, TraceTableSize: cfg.Tracing.TableSize, Gateway: gw})
 	if err != nil {
 		if fj != nil {
 			fj.Close()
@@ -101,15 +109,15 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 			m.SetJournal(metrics.Beanstalk, fj.Journal())
 		}
 	}
-	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1)}
-	eng := srv.Engine()
+	registerEvictedMetric(m, tr, srv.TraceEvicted)
+	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1), metrics: m}
 	signal.Notify(s.usr1, syscall.SIGUSR1)
 	go func() {
 		for range s.usr1 {
-			if !eng.Draining() {
+			if !srv.Draining() {
 				log.Info("entering drain mode (SIGUSR1): put answers DRAINING")
 			}
-			eng.SetDraining(true)
+			srv.SetDraining(true) // the gateway's puts too
 		}
 	}()
 	return s, nil

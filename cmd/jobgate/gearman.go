@@ -103,7 +103,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, 
 			m.SetJournal(metrics.Gearman, fj.Journal())
 		}
 	}
-	registerEvictedMetric(m, srv, tr)
+	registerEvictedMetric(m, tr, srv.TraceEvicted)
 	return &gearmanService{GearmanServer: srv, journal: fj, metrics: m}, nil
 }
 

@@ -76,7 +76,8 @@ type reloader interface {
 // liveFields are the config paths (and sections, by prefix) a reload
 // applies; a change to any other field is logged as needing a restart.
 // Lists (backends, routes) are compared by the services themselves.
-var liveFields = []string{"log.level", "limits", "auth", "shutdown_timeout", "routes.gearman", "backends"}
+var liveFields = []string{"log.level", "limits", "auth", "shutdown_timeout", "routes.gearman", "backends",
+	"routes.beanstalk", "routes.beanstalk_default"}
 
 // reload reads the configuration again (file and command line) and puts it
 // in force, or leaves the old one running and returns every error.

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
-	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/tracing"
 )
 
@@ -56,16 +56,44 @@ func registerTracingMetrics(m *metrics.Metrics, p *tracing.Provider) {
 	)
 }
 
-// registerEvictedMetric exports how many traced upstream jobs a Gearman
-// gateway forgot because its table (tracing.table_size) was full.
-func registerEvictedMetric(m *metrics.Metrics, srv *proxy.GearmanServer, tr *tracing.Tracer) {
+// evictedSources are the gateways whose trace-table evictions the
+// metric of each registry adds up (Gearman and Beanstalk share one
+// counter, jobgate_trace_table_evicted_total).
+var evictedSources struct {
+	mu  sync.Mutex
+	fns map[*metrics.Metrics][]func() uint64
+}
+
+// registerEvictedMetric exports how many traced upstream jobs the
+// gateways forgot because their table (tracing.table_size) was full:
+// evicted is one gateway's count, added to those registered before.
+func registerEvictedMetric(m *metrics.Metrics, tr *tracing.Tracer, evicted func() uint64) {
 	if m == nil || tr == nil {
+		return
+	}
+	evictedSources.mu.Lock()
+	defer evictedSources.mu.Unlock()
+	if evictedSources.fns == nil {
+		evictedSources.fns = map[*metrics.Metrics][]func() uint64{}
+	}
+	first := len(evictedSources.fns[m]) == 0
+	evictedSources.fns[m] = append(evictedSources.fns[m], evicted)
+	if !first {
 		return
 	}
 	m.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "jobgate_trace_table_evicted_total",
 		Help: "Traced jobs on upstream servers whose trace state the gateway dropped because tracing.table_size was reached.",
-	}, func() float64 { return float64(srv.TraceEvicted()) }))
+	}, func() float64 {
+		evictedSources.mu.Lock()
+		fns := evictedSources.fns[m]
+		evictedSources.mu.Unlock()
+		var n uint64
+		for _, f := range fns {
+			n += f()
+		}
+		return float64(n)
+	}))
 }
 
 // stopTracing flushes the spans still queued, within timeout, once the

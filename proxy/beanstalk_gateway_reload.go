@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// PrepareReload builds the Beanstalk routing of c (routes.beanstalk,
+// routes.beanstalk_default, pools, backends) and returns the function that
+// puts it in force. Every command a client sends after it is routed by
+// the new configuration, on open connections too; a command already
+// running (a waiting reserve) finishes on the routing it began with.
+// Backends whose configuration did not change are kept as they are, with
+// the connections' sessions to them (used tube, watch list, reservations),
+// their breaker and health checker; a new or changed backend starts
+// afresh (its checker starts when applied), and the checkers of backends
+// gone are stopped. Ids naming a kept backend still decode when no route
+// reaches it any more, so a client finishes the jobs it holds there (its
+// delete, release, bury, touch go to it as before). A connection keeps its
+// sessions to a backend the new configuration drops or changes until it
+// closes, but ids naming a dropped backend no longer decode: commands on
+// them answer NOT_FOUND, and the jobs it holds there return to ready at
+// their TTR or when it closes.
+//
+// A server started without upstream backends serves connections on the
+// direct engine path; it cannot become a gateway live, so a configuration
+// that adds Beanstalk upstreams to it is refused (restart). A gateway
+// whose new configuration has no upstream left routes every tube to the
+// local engine. It returns an error and changes nothing when c cannot be
+// built.
+func (s *BeanstalkServer) PrepareReload(c *config.Config, m *metrics.Metrics) (apply func(), err error) {
+	if s.gw == nil {
+		for _, b := range c.AllBackends() {
+			if b.Type == config.TypeBeanstalk && b.Name != config.LocalName {
+				return nil, errors.New("beanstalk: this server was started without upstream backends; adding them needs a restart")
+			}
+		}
+		return func() {}, nil
+	}
+	old := s.gw.rt()
+	g, err := buildBeanstalkGateway(c, m, old.cfg.built)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		if g, err = localOnlyGateway(); err != nil {
+			return nil, err
+		}
+	}
+	rt, err := newBgwRouting(g)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		running := map[*routing.Health]bool{}
+		for _, h := range old.cfg.health {
+			running[h] = true
+		}
+		s.gw.cur.Store(rt)
+		for _, h := range rt.cfg.health {
+			if !running[h] {
+				h.Start()
+			}
+			delete(running, h)
+		}
+		for h := range running {
+			h.Stop()
+		}
+	}, nil
+}
+
+// localOnlyGateway routes every tube to the local engine, with its ids
+// unchanged.
+func localOnlyGateway() (*BeanstalkGateway, error) {
+	local := &routing.Backend{ID: routing.LocalID, Name: config.LocalName}
+	p, err := routing.NewPool(config.LocalName, routing.Single, local)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := routing.NewRules(nil, p)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := routing.NewIDMap([]*routing.Backend{local})
+	if err != nil {
+		return nil, err
+	}
+	return &BeanstalkGateway{Rules: rules, IDs: ids}, nil
+}
+
+// RoutesReady returns nil when every Beanstalk route in force (each rule
+// and the default) has at least one backend available, and otherwise
+// names those that have none: a /readyz check. A server on the direct
+// path has only its engine and is always ready.
+func (s *BeanstalkServer) RoutesReady() error {
+	if s.gw == nil {
+		return nil
+	}
+	rt := s.gw.rt()
+	var down []string
+	seen := map[*routing.Pool]bool{}
+	check := func(p *routing.Pool) {
+		if p == nil || seen[p] {
+			return
+		}
+		seen[p] = true
+		for _, b := range p.Backends() {
+			if b.Available() {
+				return
+			}
+		}
+		down = append(down, p.Name())
+	}
+	for _, r := range rt.cfg.Rules.Rules() {
+		check(r.Pool)
+	}
+	check(rt.cfg.Rules.Default())
+	if len(down) > 0 {
+		return fmt.Errorf("no backend up for beanstalk route target %s", strings.Join(down, ", "))
+	}
+	return nil
+}
