@@ -1,12 +1,9 @@
 package connlimit_test
 
 import (
-	"bufio"
 	"io"
 	"net"
-	"time"
 
-	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy/connlimit"
 )
@@ -38,34 +35,9 @@ func Example() {
 }
 
 func serve(c net.Conn, conns *metrics.ConnSeries) {
-	// Replies go through a Writer: a client that stops reading is cut off
-	// at limits.write_buffer_limit or after limits.write_timeout without
-	// progress. In proxy the codec's Writer wraps it.
-	w := connlimit.NewWriter(c, connlimit.WriterOptions{
-		Limit:        16 << 20,
-		WriteTimeout: 30 * time.Second,
-		OnCutoff:     func(r connlimit.Reason) { conns.Cut(r.String()) },
-	})
-	defer w.Abort()
-	// limits.idle_timeout: closing the connection ends the read below.
-	idle := connlimit.NewIdle(clock.Real{}, 5*time.Minute, func() {
-		conns.Cut(connlimit.ReasonIdle.String())
-		c.Close()
-	})
-	defer idle.Stop()
-
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadSlice('\n')
-		if err != nil {
-			return
-		}
-		idle.Touch()
-		// A reserve that waits, or a job held reserved, is pending: the
-		// connection is not idle until the matching End (reply sent,
-		// job deleted/released/buried).
-		idle.Begin()
-		w.Write(line) // the reply, in request order
-		idle.End()
-	}
+	defer c.Close()
+	// The timeouts (limits.idle_timeout, read_timeout, write_timeout) are
+	// the protocol layer's: proxy's sweeper cuts the connection off and
+	// counts it with conns.Cut(reason).
+	io.Copy(io.Discard, c)
 }

@@ -1,7 +1,8 @@
 // Package connlimit holds the protective limits on client connections that
 // do not depend on a protocol: a listener capping connections in total and
-// per source address, an idle timer that knows when nothing is pending, and
-// a bounded writer that cuts off a client that stops reading.
+// per source address, alone or shared with other listeners (Group). The
+// timeouts and the slow-reader cut-off are proxy's (limits.go), since what
+// counts as pending depends on the protocol.
 //
 // The protocol layer (proxy) decides what to say, if anything, when a limit
 // strikes; this package decides when and counts nothing itself, reporting
