@@ -116,6 +116,7 @@ type Message struct {
 // whether tracing is on. Safe for concurrent use.
 type Tracer struct {
 	tracer   trace.Tracer
+	lean     *leanTracer // job spans bypass the SDK (lean_span.go); nil: SDK
 	system   attribute.KeyValue
 	commands bool
 	payload  bool
@@ -202,6 +203,14 @@ func (t *Tracer) StartSend(ctx context.Context, m Message) Send {
 	if t == nil {
 		return Send{}
 	}
+	if t.lean != nil {
+		s := Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx),
+			spanName("send", m.Destination), trace.SpanKindProducer, startTime(&m)), t: t}
+		if s.span.IsRecording() {
+			s.setAttrs(&m)
+		}
+		return s
+	}
 	_, span := t.tracer.Start(ctx, spanName("send", m.Destination),
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithTimestamp(startTime(&m)))
@@ -225,6 +234,9 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	if t.lean != nil {
+		return Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", trace.SpanKindProducer, start), t: t}
+	}
 	_, span := t.tracer.Start(ctx, "send",
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithTimestamp(start))
@@ -232,6 +244,10 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 }
 
 func (s Send) setAttrs(m *Message) {
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.setMessage(semconv.MessagingOperationTypeSend.Value.AsString(), m, true)
+		return
+	}
 	var buf [10]attribute.KeyValue
 	s.span.SetAttributes(s.t.attrs(buf[:0], semconv.MessagingOperationTypeSend, m, true)...)
 }
@@ -258,6 +274,10 @@ func (s Send) Describe(m Message) {
 // a root span of its own trace.
 func (t *Tracer) Receive(ctx context.Context, c Creation, m Message) {
 	if t == nil {
+		return
+	}
+	if t.lean != nil {
+		t.lean.receive(ctx, c, &m)
 		return
 	}
 	start := startTime(&m)
@@ -287,6 +307,10 @@ func (t *Tracer) Receive(ctx context.Context, c Creation, m Message) {
 func (t *Tracer) StartProcess(ctx context.Context, c Creation, m Message) (context.Context, Process) {
 	if t == nil {
 		return ctx, Process{}
+	}
+	if t.lean != nil {
+		ctx, span := t.lean.process(ctx, c, &m)
+		return ctx, Process{span: span}
 	}
 	ctx = ContextWithCreation(ctx, c)
 	start := time.Now()
@@ -379,6 +403,10 @@ func (p Process) SpanContext() trace.SpanContext {
 }
 
 func (p Process) event(name string, attrs ...attribute.KeyValue) {
+	if ls, ok := p.span.(*leanSpan); ok {
+		ls.addEvent(name, time.Now(), attrs...)
+		return
+	}
 	if p.span != nil {
 		p.span.AddEvent(name, trace.WithAttributes(attrs...))
 	}
