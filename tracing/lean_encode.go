@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -183,9 +185,8 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	if s.link.IsValid() {
 		b = appendLink(b, s.link)
 	}
-	if s.status != codes.Unset {
-		b = appendStatus(b, s.status, s.statusDesc)
-	}
+	// Always present, even unset, as the SDK's exporter writes it.
+	b = appendStatus(b, s.status, s.statusDesc)
 	flags := uint32(s.sc.TraceFlags()) | flagHasIsRemote
 	if s.parent.IsRemote() {
 		flags |= flagIsRemote
@@ -195,13 +196,14 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 }
 
 func appendEvent(b []byte, e *leanEvent) []byte {
-	n := protowire.SizeTag(fEventTime) + 8 + protowire.SizeTag(fEventName) + protowire.SizeBytes(len(e.name))
+	name := validString(e.name)
+	n := protowire.SizeTag(fEventTime) + 8 + protowire.SizeTag(fEventName) + protowire.SizeBytes(len(name))
 	e.attributes(func(kv attribute.KeyValue) { n += sizeKVField(fEventAttrs, kv) })
 	b = protowire.AppendTag(b, fSpanEvents, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
 	b = appendTime(b, fEventTime, e.time.UnixNano())
 	b = protowire.AppendTag(b, fEventName, protowire.BytesType)
-	b = protowire.AppendString(b, e.name)
+	b = protowire.AppendString(b, name)
 	e.attributes(func(kv attribute.KeyValue) { b = appendKV(b, fEventAttrs, kv) })
 	return b
 }
@@ -231,17 +233,27 @@ func appendLink(b []byte, sc trace.SpanContext) []byte {
 }
 
 func appendStatus(b []byte, c codes.Code, desc string) []byte {
-	code := uint64(statusOK)
-	if c == codes.Error {
+	desc = validString(desc)
+	var code uint64
+	switch c {
+	case codes.Ok:
+		code = statusOK
+	case codes.Error:
 		code = statusError
 	}
-	n := protowire.SizeTag(fStatusCode) + protowire.SizeVarint(code)
+	n := 0
+	if code != 0 {
+		n += protowire.SizeTag(fStatusCode) + protowire.SizeVarint(code)
+	}
 	if desc != "" {
 		n += protowire.SizeTag(fStatusMessage) + protowire.SizeBytes(len(desc))
 	}
 	b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
 	b = appendString(b, fStatusMessage, desc)
+	if code == 0 {
+		return b
+	}
 	b = protowire.AppendTag(b, fStatusCode, protowire.VarintType)
 	return protowire.AppendVarint(b, code)
 }
@@ -256,9 +268,20 @@ func appendBytes(b []byte, field protowire.Number, v []byte) []byte {
 	return protowire.AppendBytes(b, v)
 }
 
+// validString replaces invalid UTF-8, which OTLP's string fields must not
+// hold: one bad Gearman function name would otherwise make the collector
+// reject the whole batch.
+func validString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
 // appendString appends a string field, leaving it out when empty as proto3
 // does.
 func appendString(b []byte, field protowire.Number, v string) []byte {
+	v = validString(v)
 	if v == "" {
 		return b
 	}
@@ -271,6 +294,7 @@ func appendStrKV(b []byte, field protowire.Number, key, v string) []byte {
 	if v == "" {
 		return b
 	}
+	v = validString(v)
 	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(v))
 	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(av)
 	b = protowire.AppendTag(b, field, protowire.BytesType)
@@ -306,7 +330,7 @@ func sizeAny(v attribute.Value) int {
 	case attribute.FLOAT64:
 		return protowire.SizeTag(fAnyDouble) + 8
 	case attribute.STRING:
-		return protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(v.AsString()))
+		return protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(validString(v.AsString())))
 	}
 	n := 0
 	forEachElem(v, func(e attribute.Value) { n += protowire.SizeTag(fArrayValues) + protowire.SizeBytes(sizeAny(e)) })
@@ -352,7 +376,7 @@ func appendAny(b []byte, v attribute.Value) []byte {
 		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
 		b = protowire.AppendTag(b, fAnyString, protowire.BytesType)
-		return protowire.AppendString(b, v.AsString())
+		return protowire.AppendString(b, validString(v.AsString()))
 	}
 	n := 0
 	forEachElem(v, func(e attribute.Value) { n += protowire.SizeTag(fArrayValues) + protowire.SizeBytes(sizeAny(e)) })
@@ -367,7 +391,7 @@ func appendAny(b []byte, v attribute.Value) []byte {
 }
 
 func sizeKVField(field protowire.Number, kv attribute.KeyValue) int {
-	n := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(kv.Key)) +
+	n := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(validString(string(kv.Key)))) +
 		protowire.SizeTag(fKVValue) + protowire.SizeBytes(sizeAny(kv.Value))
 	return protowire.SizeTag(field) + protowire.SizeBytes(n)
 }
@@ -375,11 +399,12 @@ func sizeKVField(field protowire.Number, kv attribute.KeyValue) int {
 // appendKV appends any attribute as a KeyValue field.
 func appendKV(b []byte, field protowire.Number, kv attribute.KeyValue) []byte {
 	av := sizeAny(kv.Value)
-	n := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(kv.Key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(av)
+	key := validString(string(kv.Key))
+	n := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(av)
 	b = protowire.AppendTag(b, field, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
 	b = protowire.AppendTag(b, fKVKey, protowire.BytesType)
-	b = protowire.AppendString(b, string(kv.Key))
+	b = protowire.AppendString(b, key)
 	b = protowire.AppendTag(b, fKVValue, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(av))
 	return appendAny(b, kv.Value)
