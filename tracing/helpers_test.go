@@ -37,7 +37,7 @@ var otelVars = []string{
 }
 
 // clearEnv blanks every OTEL variable for the test (empty counts as unset).
-func clearEnv(t *testing.T) {
+func clearEnv(t testing.TB) {
 	t.Helper()
 	for _, v := range otelVars {
 		t.Setenv(v, "")
