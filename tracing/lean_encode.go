@@ -151,8 +151,8 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	b = appendString(b, fSpanName, s.name)
 	b = protowire.AppendTag(b, fSpanKind, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(s.kind))
-	b = appendTime(b, fSpanStart, s.start.UnixNano())
-	b = appendTime(b, fSpanEnd, s.end.UnixNano())
+	b = appendTime(b, fSpanStart, s.start)
+	b = appendTime(b, fSpanEnd, s.end)
 
 	b = appendStrKV(b, fSpanAttrs, string(systemKey), s.system)
 	b = appendStrKV(b, fSpanAttrs, string(opTypeKey), s.opType)
@@ -182,8 +182,11 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	for i := range s.events {
 		b = appendEvent(b, &s.events[i])
 	}
-	if s.link.IsValid() {
-		b = appendLink(b, s.link)
+	switch {
+	case s.linkParent:
+		b = appendLink(b, s.parent)
+	case s.link != nil:
+		b = appendLink(b, *s.link)
 	}
 	// Always present, even unset, as the SDK's exporter writes it.
 	b = appendStatus(b, s.status, s.statusDesc)

@@ -89,7 +89,7 @@ func stubOf(s *leanSpan, res *resource.Resource) tracetest.SpanStub {
 	}
 	stub := tracetest.SpanStub{
 		Name: v(s.name), SpanContext: s.sc, Parent: s.parent, SpanKind: s.kind,
-		StartTime: s.start, EndTime: s.end, Attributes: a,
+		StartTime: time.Unix(0, s.start), EndTime: time.Unix(0, s.end), Attributes: a,
 		Status:   sdktrace.Status{Code: s.status, Description: v(s.statusDesc)},
 		Resource: res, InstrumentationScope: leanScope,
 	}
@@ -99,8 +99,11 @@ func stubOf(s *leanSpan, res *resource.Resource) tracetest.SpanStub {
 		e.attributes(func(kv attribute.KeyValue) { ev.Attributes = append(ev.Attributes, validKV(kv)) })
 		stub.Events = append(stub.Events, ev)
 	}
-	if s.link.IsValid() {
-		stub.Links = []sdktrace.Link{{SpanContext: s.link}}
+	switch {
+	case s.linkParent:
+		stub.Links = []sdktrace.Link{{SpanContext: s.parent}}
+	case s.link != nil:
+		stub.Links = []sdktrace.Link{{SpanContext: *s.link}}
 	}
 	return stub
 }
@@ -160,7 +163,7 @@ func testSpan(r *rand.Rand, name, dest, id, key, val string, n int64, remote boo
 		lt: lt, system: lt.system, name: name, kind: trace.SpanKind(1 + n&3),
 		sc:     trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts}),
 		parent: parent,
-		start:  time.Unix(0, n&0xffffffffff), end: time.Unix(1, n&0xffffff),
+		start:  n & 0xffffffffff, end: 1e9 + n&0xffffff,
 	}
 	if n&8 != 0 {
 		s.parent = trace.SpanContext{}
@@ -176,7 +179,10 @@ func testSpan(r *rand.Rand, name, dest, id, key, val string, n int64, remote boo
 	s.addEvent(EventTouch, time.Unix(3, 0))
 	s.addEvent("three", time.Unix(4, 0), attribute.Int("a", 1), attribute.Int("b", -2), attribute.String("c", val))
 	if n&32 != 0 {
-		s.link = parent
+		s.linkParent = true
+	}
+	if n&64 != 0 {
+		s.AddLink(trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: sid})})
 	}
 	switch status % 3 {
 	case 1:

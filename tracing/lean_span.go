@@ -55,11 +55,15 @@ type leanSpan struct {
 
 	sc     trace.SpanContext
 	parent trace.SpanContext
-	link   trace.SpanContext // invalid: no link
-	kind   trace.SpanKind
-	name   string
-	start  time.Time
-	end    time.Time
+	// linkParent links the span to its parent (receive spans); link
+	// holds a link added through the API instead. Kept this way, with the
+	// times as Unix nanoseconds, the record fits a smaller size class.
+	linkParent bool
+	link       *trace.SpanContext
+	kind       trace.SpanKind
+	name       string
+	start      int64
+	end        int64
 
 	// Attributes, in the order they are encoded.
 	system     string
@@ -149,7 +153,7 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name string, kind trac
 		parent: parent,
 		kind:   kind,
 		name:   name,
-		start:  start,
+		start:  start.UnixNano(),
 		system: lt.system,
 	}
 }
@@ -203,10 +207,8 @@ func (s *leanSpan) setDelivery(m *Message, at time.Time) {
 // leanReceive records a receive span on the lean path; see Tracer.Receive.
 func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	parent := trace.SpanContextFromContext(ctx)
-	var link trace.SpanContext
 	if c.IsValid() {
 		parent = c.SpanContext()
-		link = parent
 	}
 	span := lt.startSpan(parent, spanName("receive", m.Destination), trace.SpanKindClient, startTime(m))
 	s, ok := span.(*leanSpan)
@@ -215,7 +217,7 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	}
 	s.setMessage(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
 	s.setDelivery(m, time.Now())
-	s.link = link
+	s.linkParent = c.IsValid()
 	s.End()
 }
 
@@ -268,7 +270,7 @@ func (s *leanSpan) End(options ...trace.SpanEndOption) {
 		return
 	}
 	s.ended = true
-	s.end = end
+	s.end = end.UnixNano()
 	s.mu.Unlock()
 	s.lt.pipe.enqueue(s)
 }
@@ -292,7 +294,7 @@ func (s *leanSpan) AddLink(link trace.Link) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.ended {
-		s.link = link.SpanContext
+		s.linkParent, s.link = false, &link.SpanContext
 	}
 }
 
