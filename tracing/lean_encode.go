@@ -148,7 +148,7 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	if psid := s.parent.SpanID(); psid.IsValid() {
 		b = appendBytes(b, fSpanParentID, psid[:])
 	}
-	b = appendString(b, fSpanName, s.name)
+	b = appendName(b, s.name, s.nameDest)
 	b = protowire.AppendTag(b, fSpanKind, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(s.kind))
 	b = appendTime(b, fSpanStart, s.start)
@@ -290,6 +290,19 @@ func appendString(b []byte, field protowire.Number, v string) []byte {
 	}
 	b = protowire.AppendTag(b, field, protowire.BytesType)
 	return protowire.AppendString(b, v)
+}
+
+// appendName appends the span name field: name, or name + " " + dest.
+func appendName(b []byte, name, dest string) []byte {
+	if dest == "" {
+		return appendString(b, fSpanName, name)
+	}
+	name, dest = validString(name), validString(dest)
+	b = protowire.AppendTag(b, fSpanName, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(name)+1+len(dest)))
+	b = append(b, name...)
+	b = append(b, ' ')
+	return append(b, dest...)
 }
 
 // appendStrKV appends a string attribute; an empty value means unset.

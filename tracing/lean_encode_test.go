@@ -88,7 +88,7 @@ func stubOf(s *leanSpan, res *resource.Resource) tracetest.SpanStub {
 		a = append(a, validKV(kv))
 	}
 	stub := tracetest.SpanStub{
-		Name: v(s.name), SpanContext: s.sc, Parent: s.parent, SpanKind: s.kind,
+		Name: spanName(v(s.name), v(s.nameDest)), SpanContext: s.sc, Parent: s.parent, SpanKind: s.kind,
 		StartTime: time.Unix(0, s.start), EndTime: time.Unix(0, s.end), Attributes: a,
 		Status:   sdktrace.Status{Code: s.status, Description: v(s.statusDesc)},
 		Resource: res, InstrumentationScope: leanScope,
@@ -160,7 +160,7 @@ func testSpan(r *rand.Rand, name, dest, id, key, val string, n int64, remote boo
 	ts, _ := trace.ParseTraceState("vendor=" + strings.Repeat("x", int(n&7)+1))
 	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: psid, TraceFlags: trace.FlagsSampled, Remote: remote})
 	s := &leanSpan{
-		lt: lt, system: lt.system, name: name, kind: trace.SpanKind(1 + n&3),
+		lt: lt, system: lt.system, name: name, nameDest: dest, kind: trace.SpanKind(1 + n&3),
 		sc:     trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts}),
 		parent: parent,
 		start:  n & 0xffffffffff, end: 1e9 + n&0xffffff,

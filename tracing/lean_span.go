@@ -52,18 +52,24 @@ type leanSpan struct {
 
 	mu    sync.Mutex
 	ended bool
+	// Small fields together, so the record packs into fewer words.
+	linkParent bool
+	has        uint8 // which optional numeric attributes are set
+	status     codes.Code
 
 	sc     trace.SpanContext
 	parent trace.SpanContext
-	// linkParent links the span to its parent (receive spans); link
-	// holds a link added through the API instead. Kept this way, with the
+	// linkParent (above) links the span to its parent (receive spans);
+	// link holds a link added through the API instead. Kept this way, with the
 	// times as Unix nanoseconds, the record fits a smaller size class.
-	linkParent bool
-	link       *trace.SpanContext
-	kind       trace.SpanKind
-	name       string
-	start      int64
-	end        int64
+	link *trace.SpanContext
+	kind trace.SpanKind
+	// The name is name, or name + " " + nameDest when nameDest is set:
+	// the encoder joins them, so naming a span allocates nothing.
+	name     string
+	nameDest string
+	start    int64
+	end      int64
 
 	// Attributes, in the order they are encoded.
 	system     string
@@ -73,7 +79,6 @@ type leanSpan struct {
 	msgID      string
 	convID     string
 	serverAddr string
-	has        uint8
 	bodySize   int64
 	serverPort int64
 	attempt    int64
@@ -82,7 +87,6 @@ type leanSpan struct {
 	errType    string
 	extra      []attribute.KeyValue // any other attribute set through the API
 
-	status     codes.Code
 	statusDesc string
 	events     []leanEvent
 }
@@ -132,7 +136,7 @@ func newSpanID() trace.SpanID {
 // SDK's id, sampling and trace flag rules. An unsampled span, or any span
 // once the Provider is shut down, is a non-recording span that still
 // carries its context, like the SDK's.
-func (lt *leanTracer) startSpan(parent trace.SpanContext, name string, kind trace.SpanKind, start time.Time) trace.Span {
+func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string, kind trace.SpanKind, start time.Time) trace.Span {
 	if lt.pipe.closed.Load() {
 		return unsampledSpan{}
 	}
@@ -148,13 +152,14 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name string, kind trac
 		return unsampledSpan{sc: trace.NewSpanContext(cfg)}
 	}
 	return &leanSpan{
-		lt:     lt,
-		sc:     trace.NewSpanContext(cfg),
-		parent: parent,
-		kind:   kind,
-		name:   name,
-		start:  start.UnixNano(),
-		system: lt.system,
+		lt:       lt,
+		sc:       trace.NewSpanContext(cfg),
+		parent:   parent,
+		kind:     kind,
+		name:     name,
+		nameDest: nameDest,
+		start:    start.UnixNano(),
+		system:   lt.system,
 	}
 }
 
@@ -210,7 +215,7 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	if c.IsValid() {
 		parent = c.SpanContext()
 	}
-	span := lt.startSpan(parent, spanName("receive", m.Destination), trace.SpanKindClient, startTime(m))
+	span := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, startTime(m))
 	s, ok := span.(*leanSpan)
 	if !ok {
 		return
@@ -229,7 +234,7 @@ func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (cont
 		parent = c.SpanContext()
 	}
 	start := time.Now()
-	span := lt.startSpan(parent, spanName("process", m.Destination), trace.SpanKindConsumer, start)
+	span := lt.startSpan(parent, "process", m.Destination, trace.SpanKindConsumer, start)
 	if s, ok := span.(*leanSpan); ok {
 		s.setMessage(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)
 		s.setDelivery(m, start)
@@ -344,12 +349,30 @@ func (s *leanSpan) SetStatus(code codes.Code, description string) {
 }
 
 // SetName renames the span.
-func (s *leanSpan) SetName(name string) {
+func (s *leanSpan) SetName(name string) { s.setName(name, "") }
+
+// setName names the span name + " " + dest, or name when dest is empty.
+func (s *leanSpan) setName(name, dest string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.ended {
-		s.name = name
+		s.name, s.nameDest = name, dest
 	}
+}
+
+// setAttr sets one attribute on span; on a lean span without the
+// interface call, through which the variadic argument would escape to
+// the heap.
+func setAttr(span trace.Span, kv attribute.KeyValue) {
+	if s, ok := span.(*leanSpan); ok {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.ended && kv.Valid() {
+			s.setAttr(kv)
+		}
+		return
+	}
+	span.SetAttributes(kv)
 }
 
 // SetAttributes sets attributes, the last value of a key winning as in the

@@ -205,7 +205,7 @@ func (t *Tracer) StartSend(ctx context.Context, m Message) Send {
 	}
 	if t.lean != nil {
 		s := Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx),
-			spanName("send", m.Destination), trace.SpanKindProducer, startTime(&m)), t: t}
+			"send", m.Destination, trace.SpanKindProducer, startTime(&m)), t: t}
 		if s.span.IsRecording() {
 			s.setAttrs(&m)
 		}
@@ -235,7 +235,7 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 		start = time.Now()
 	}
 	if t.lean != nil {
-		return Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", trace.SpanKindProducer, start), t: t}
+		return Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", "", trace.SpanKindProducer, start), t: t}
 	}
 	_, span := t.tracer.Start(ctx, "send",
 		trace.WithSpanKind(trace.SpanKindProducer),
@@ -262,7 +262,11 @@ func (s Send) Describe(m Message) {
 	if !s.Recording() {
 		return
 	}
-	s.span.SetName(spanName("send", m.Destination))
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.setName("send", m.Destination)
+	} else {
+		s.span.SetName(spanName("send", m.Destination))
+	}
 	s.setAttrs(&m)
 }
 
@@ -359,7 +363,7 @@ func (s Send) Created(id string) {
 		return
 	}
 	if id != "" {
-		s.span.SetAttributes(semconv.MessagingMessageID(id))
+		setAttr(s.span, semconv.MessagingMessageID(id))
 	}
 	s.span.End()
 }
@@ -435,7 +439,7 @@ func (p Process) Complete() {
 	if p.span == nil {
 		return
 	}
-	p.span.SetAttributes(AttrOutcome.String(OutcomeCompleted))
+	setAttr(p.span, AttrOutcome.String(OutcomeCompleted))
 	p.span.End()
 }
 
@@ -446,7 +450,7 @@ func (p Process) Fail(errType string) {
 	if p.span == nil {
 		return
 	}
-	p.span.SetAttributes(AttrOutcome.String(OutcomeFailed))
+	setAttr(p.span, AttrOutcome.String(OutcomeFailed))
 	failEnd(p.span, errType)
 }
 
@@ -458,7 +462,7 @@ func (p Process) Release(priority uint32, delay time.Duration) {
 		return
 	}
 	p.event(EventRelease, AttrPriority.Int64(int64(priority)), AttrDelay.Int64(delay.Milliseconds()))
-	p.span.SetAttributes(AttrOutcome.String(OutcomeReleased))
+	setAttr(p.span, AttrOutcome.String(OutcomeReleased))
 	p.span.End()
 }
 
@@ -469,7 +473,7 @@ func (p Process) Bury(priority uint32) {
 		return
 	}
 	p.event(EventBury, AttrPriority.Int64(int64(priority)))
-	p.span.SetAttributes(AttrOutcome.String(OutcomeBuried))
+	setAttr(p.span, AttrOutcome.String(OutcomeBuried))
 	failEnd(p.span, EventBury)
 }
 
@@ -481,7 +485,7 @@ func (p Process) TTRExpired() {
 		return
 	}
 	p.event(EventTTRExpired)
-	p.span.SetAttributes(AttrOutcome.String(OutcomeTTRExpired))
+	setAttr(p.span, AttrOutcome.String(OutcomeTTRExpired))
 	failEnd(p.span, OutcomeTTRExpired)
 }
 
@@ -491,7 +495,7 @@ func (p Process) evict() {
 	if p.span == nil {
 		return
 	}
-	p.span.SetAttributes(AttrOutcome.String(OutcomeEvicted))
+	setAttr(p.span, AttrOutcome.String(OutcomeEvicted))
 	failEnd(p.span, OutcomeEvicted)
 }
 
@@ -505,7 +509,7 @@ func failEnd(span trace.Span, errType string) {
 	if errType == "" {
 		errType = semconv.ErrorTypeOther.Value.AsString()
 	}
-	span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+	setAttr(span, semconv.ErrorTypeKey.String(errType))
 	span.SetStatus(codes.Error, errType)
 	span.End()
 }
