@@ -33,7 +33,8 @@ type leanTracer struct {
 	pipe    *leanPipe
 }
 
-// Bits of leanSpan.has: which optional numeric attributes are set.
+// Bits of leanSpan.has: which optional numeric attributes are set (zero
+// is a real value for them, unlike for the strings).
 const (
 	hasBodySize = 1 << iota
 	hasServerPort
@@ -209,7 +210,7 @@ func (s *leanSpan) setDelivery(m *Message, at time.Time) {
 	}
 }
 
-// leanReceive records a receive span on the lean path; see Tracer.Receive.
+// receive records a receive span on the lean path; see Tracer.Receive.
 func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	parent := trace.SpanContextFromContext(ctx)
 	if c.IsValid() {
@@ -226,7 +227,7 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	s.End()
 }
 
-// leanProcess starts a process span on the lean path; see
+// process starts a process span on the lean path; see
 // Tracer.StartProcess.
 func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
@@ -469,14 +470,13 @@ type unsampledSpan struct {
 	sc trace.SpanContext
 }
 
-func (unsampledSpan) End(...trace.SpanEndOption)            {}
-func (unsampledSpan) AddEvent(string, ...trace.EventOption) {}
-func (unsampledSpan) AddLink(trace.Link)                    {}
-func (unsampledSpan) IsRecording() bool                     { return false }
-func (unsampledSpan) RecordError(error, ...trace.EventOption) {
-}
-func (u unsampledSpan) SpanContext() trace.SpanContext     { return u.sc }
-func (unsampledSpan) SetStatus(codes.Code, string)         {}
-func (unsampledSpan) SetName(string)                       {}
-func (unsampledSpan) SetAttributes(...attribute.KeyValue)  {}
-func (unsampledSpan) TracerProvider() trace.TracerProvider { return noop.NewTracerProvider() }
+func (unsampledSpan) End(...trace.SpanEndOption)              {}
+func (unsampledSpan) AddEvent(string, ...trace.EventOption)   {}
+func (unsampledSpan) AddLink(trace.Link)                      {}
+func (unsampledSpan) IsRecording() bool                       { return false }
+func (unsampledSpan) RecordError(error, ...trace.EventOption) {}
+func (u unsampledSpan) SpanContext() trace.SpanContext        { return u.sc }
+func (unsampledSpan) SetStatus(codes.Code, string)            {}
+func (unsampledSpan) SetName(string)                          {}
+func (unsampledSpan) SetAttributes(...attribute.KeyValue)     {}
+func (unsampledSpan) TracerProvider() trace.TracerProvider    { return noop.NewTracerProvider() }
