@@ -2,21 +2,33 @@ package proxy
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/jobgate/jobgate/tracing"
 )
 
-// nopExporter drops every span (see discardExporter in the external
-// tests; this package's benchmarks need their own).
-type nopExporter struct{}
-
-func (nopExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (nopExporter) Shutdown(context.Context) error                             { return nil }
+// benchOTLPReceiver starts an OTLP/HTTP receiver on loopback that reads
+// and discards every request, for the duration of the benchmark, and
+// returns its URL: a traced benchmark then pays for the real export
+// (encoding, HTTP) as a server does. (The external tests have their own.)
+func benchOTLPReceiver(b *testing.B) string {
+	resp, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(resp)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
 
 // processCPU is the process's CPU time so far (every thread), for a
 // per-job CPU figure that a loaded machine distorts less than wall time.
@@ -28,9 +40,9 @@ func processCPU() time.Duration {
 
 // BenchmarkGearmanServerForegroundTracing is the event-loop foreground
 // benchmark with tracing off, on but sampling no job (always_off: the cost
-// of an unsampled job), and at always_on (the real batch processor,
-// exporting to nothing): each sampled job makes a send, a receive and a
-// process span.
+// of an unsampled job), and at always_on (the real export queue, over
+// OTLP/HTTP to a receiver that discards): each sampled job makes a send, a
+// receive and a process span.
 func BenchmarkGearmanServerForegroundTracing(b *testing.B) {
 	for _, sampler := range []string{"", tracing.SamplerAlwaysOff, tracing.SamplerAlwaysOn} {
 		name := sampler
@@ -41,8 +53,7 @@ func BenchmarkGearmanServerForegroundTracing(b *testing.B) {
 			cfg := GearmanConfig{Engine: gearmanConfigForTest()}
 			if sampler != "" {
 				p, err := tracing.New(context.Background(),
-					tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench"},
-					tracing.WithExporter(nopExporter{}))
+					tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench", Endpoint: benchOTLPReceiver(b)})
 				if err != nil {
 					b.Fatal(err)
 				}

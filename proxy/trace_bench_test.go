@@ -2,34 +2,31 @@ package proxy_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/tracing"
 )
 
-// discardExporter accepts and drops every span: the export side of a
-// benchmark costs what serialising nothing costs, so what is measured is
-// jobgate's span work and the SDK's batch processor.
-type discardExporter struct{}
-
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
-
 // benchProvider returns a Provider with tracing on (the sampler given,
-// the real batch processor) exporting to discardExporter, shut down with
-// the benchmark; or nil for no sampler (tracing off).
+// the real export queue) exporting over OTLP/HTTP to a receiver on
+// loopback that discards every request, shut down with the benchmark; or
+// nil for no sampler (tracing off). The export is part of what a traced
+// server pays, so it is part of the benchmark.
 func benchProvider(b *testing.B, sampler string) *tracing.Provider {
 	if sampler == "" {
 		return nil
 	}
 	p, err := tracing.New(context.Background(),
-		tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench"},
-		tracing.WithExporter(discardExporter{}))
+		tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench", Endpoint: benchReceiver(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,4 +78,18 @@ func BenchmarkBeanstalkServerCycleTracing(b *testing.B) {
 			bsBenchCycle(b, addr)
 		})
 	}
+}
+
+// benchReceiver starts an OTLP/HTTP receiver on loopback that reads and
+// discards every request, for the duration of the benchmark, and returns
+// its URL.
+func benchReceiver(b *testing.B) string {
+	resp, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(resp)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -15,14 +14,13 @@ import (
 	"github.com/jobgate/jobgate/tracing"
 )
 
-// recordedTracer returns a Tracer for sys on an SDK provider that records
-// every finished span in memory and samples everything.
+// recordedTracer returns a Tracer for sys that samples everything and whose
+// job spans take the lean path, encoded as OTLP and decoded back into the
+// in-memory recorder.
 func recordedTracer(t *testing.T, sys tracing.System, cfg tracing.Config) (*tracing.Tracer, *tracetest.SpanRecorder) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return tracing.NewTracer(tp, sys, cfg), rec
+	return tracing.NewSyncTracer(sys, cfg, rec), rec
 }
 
 // waitSpans polls until rec holds n finished spans (ending can happen on

@@ -4,7 +4,8 @@
 # that discards the spans (jobgate-bench otlp-sink), both serving from their
 # in-process engines on free loopback ports. Each workload runs against the
 # two alternately (the order flips every round) ROUNDS times; the table
-# shows the medians and the on/off ratio of each round's back-to-back pair.
+# shows the medians and the on/off ratio of each round's back-to-back pair,
+# with the lowest and highest round (the spread).
 #
 # Usage: scripts/bench-tracing.sh
 # Environment (defaults in brackets):
@@ -113,6 +114,13 @@ function median(list,   n, i, j, t, a) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return n ? a[int((n + 1) / 2)] : 0
 }
+function spread(list,   n, i, a, lo, hi) {
+	n = split(list, a, " ")
+	if (!n) return ""
+	lo = hi = a[1] + 0
+	for (i = 2; i <= n; i++) { if (a[i] + 0 < lo) lo = a[i] + 0; if (a[i] + 0 > hi) hi = a[i] + 0 }
+	return sprintf("%.2f-%.2f", lo, hi)
+}
 {
 	mode = $1; wl = $2; round = $3
 	if (!(wl in seen)) { seen[wl] = 1; order[++nw] = wl }
@@ -124,7 +132,7 @@ function median(list,   n, i, j, t, a) {
 	rounds[wl, round] = 1
 }
 END {
-	printf "%-16s %-6s %10s %9s %13s\n", "workload", "trace", "jobs/s", "p99 µs", "server µs/job"
+	printf "%-16s %-6s %10s %9s %13s  %s\n", "workload", "trace", "jobs/s", "p99 µs", "server µs/job", "range of the round ratios"
 	for (w = 1; w <= nw; w++) {
 		wl = order[w]
 		for (m = 1; m <= 2; m++) {
@@ -138,7 +146,7 @@ END {
 			if (v["off", wl, r, "ops_per_s"] > 0) rt = rt " " v["on", wl, r, "ops_per_s"] / v["off", wl, r, "ops_per_s"]
 			if (v["off", wl, r, "server_cpu_us"] > 0) rc = rc " " v["on", wl, r, "server_cpu_us"] / v["off", wl, r, "server_cpu_us"]
 		}
-		printf "%-16s %-6s %9.2fx %9s %12.2fx\n", wl, "on/off", median(rt), "", median(rc)
+		printf "%-16s %-6s %9.2fx %9s %12.2fx  %s, cpu %s\n", wl, "on/off", median(rt), "", median(rc), spread(rt), spread(rc)
 	}
-	print "on/off: median over rounds of the throughput ratio and the server CPU per job ratio"
+	print "on/off: median over rounds of the throughput ratio and the server CPU per job ratio, then their lowest and highest round"
 }' "$OUT/results"

@@ -108,7 +108,9 @@ type Config struct {
 
 	// QueueSize caps the spans waiting for export. When it is full, new spans
 	// are dropped and counted ([Provider.Dropped]) rather than blocking the
-	// data path. Zero: OTEL_BSP_MAX_QUEUE_SIZE, then 2048.
+	// data path. Job spans and the SDK's spans (command spans, other
+	// libraries) have a queue of this size each. Zero:
+	// OTEL_BSP_MAX_QUEUE_SIZE, then 2048.
 	QueueSize int `yaml:"queue_size"`
 
 	// TableSize caps the jobs on upstream servers that a gateway keeps

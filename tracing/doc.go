@@ -1,6 +1,7 @@
 // Package tracing gives every job that passes through jobgate one trace, in
 // OpenTelemetry's messaging conventions, exported over OTLP (Jaeger reads
-// OTLP natively). It imports only OpenTelemetry and the standard library.
+// OTLP natively). It imports only OpenTelemetry (API, SDK, OTLP exporters
+// and protos), protobuf and the standard library.
 //
 // # Setting up
 //
@@ -67,6 +68,23 @@
 //
 // Admin and stats commands: if tr.CommandSpans() { _, c := tr.StartCommand(
 // ctx, m); ...; c.End(errToken) }.
+//
+// # Two span paths
+//
+// The job spans a [Provider]'s Tracers make (send, receive, process) take a
+// lean path (lean_*.go): one fixed-layout record per span, the messaging
+// attributes as typed fields, a bounded queue of their own, and a
+// background goroutine that encodes each batch as OTLP protobuf directly
+// and uploads it with the OTLP exporters' own clients (so the exporter
+// environment variables, TLS, retries and compression apply). It costs a
+// fifth of the SDK's CPU per job and a tenth of its allocations (see
+// docs/BENCHMARKS.md, "Tracing"). Ids, sampling, flags and span content
+// follow the SDK rule for rule; tests compare the encoding with the SDK's
+// OTLP exporter and the sampler decisions with the SDK's samplers. Command
+// spans, and spans of any library given [Provider.TracerProvider], take the
+// SDK path. [NewTracer] on any tracer provider always takes the SDK path;
+// [NewSyncTracer] takes the lean path and decodes each span back for a
+// span processor, which is how the tests see lean spans.
 //
 // # Names
 //

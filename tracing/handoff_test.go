@@ -19,10 +19,16 @@ func TestHandoffOrderAndFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Shutdown(ctx)
-	tr := p.Tracer(Beanstalk)
+	// The handoff serves the SDK path (command spans, other libraries);
+	// job spans take the lean path, which has its own queue.
+	tr := p.TracerProvider().Tracer("handoff-test")
+	end := func(name string) {
+		_, s := tr.Start(ctx, name)
+		s.End()
+	}
 	n := handoffBatch + handoffBatch/2
 	for i := range n {
-		tr.StartSend(ctx, Message{Destination: fmt.Sprint(i)}).Created("")
+		end("send " + fmt.Sprint(i))
 	}
 	if err := p.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func TestHandoffOrderAndFlush(t *testing.T) {
 	}
 	// A lone span reaches the SDK processor within handoffEvery; its own
 	// ForceFlush then exports it without the handoff's help.
-	tr.StartSend(ctx, Message{Destination: "late"}).Created("")
+	end("send late")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		p.proc.hand.mu.Lock()

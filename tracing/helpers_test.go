@@ -1,7 +1,6 @@
 package tracing
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"sort"
@@ -38,21 +37,20 @@ var otelVars = []string{
 }
 
 // clearEnv blanks every OTEL variable for the test (empty counts as unset).
-func clearEnv(t *testing.T) {
+func clearEnv(t testing.TB) {
 	t.Helper()
 	for _, v := range otelVars {
 		t.Setenv(v, "")
 	}
 }
 
-// recorded returns a Tracer for sys on an SDK provider that records every
-// span in memory and samples everything.
+// recorded returns a Tracer for sys that samples everything and whose job
+// spans take the lean path: each is encoded as OTLP and decoded back into
+// the in-memory recorder, so the tests check the real encoding.
 func recorded(t *testing.T, sys System, cfg Config) (*Tracer, *tracetest.SpanRecorder) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return NewTracer(tp, sys, cfg), rec
+	return NewSyncTracer(sys, cfg, rec), rec
 }
 
 // attrs turns attributes into a map of plain Go values for DeepEqual.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -24,6 +26,7 @@ type Provider struct {
 	tp   trace.TracerProvider
 	sdk  *sdktrace.TracerProvider // nil when tracing is off
 	proc *dropCounter             // nil when tracing is off
+	lean *leanPipe                // job spans' queue; nil when tracing is off
 }
 
 // Option changes how [New] builds a Provider; the zero set builds the OTLP
@@ -78,7 +81,57 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		sdktrace.WithSpanProcessor(p.proc),
 	)
 	p.tp = p.sdk
+	// Job spans take the lean path (lean_span.go): its own queue, encoder
+	// and OTLP client, or the same exporter, fed the decoded encoding.
+	var sink leanSink = exporterSink{exp: o.exporter}
+	if o.exporter == nil {
+		client, err := newOTLPClient(ctx, rc)
+		if err != nil {
+			return nil, errors.Join(err, p.sdk.Shutdown(ctx))
+		}
+		sink = otlpSink{client: client}
+	}
+	p.lean = newLeanPipe(p.tp, newLeanEncoder(res, leanScope), sink, rc.QueueSize, false)
 	return p, nil
+}
+
+// leanScope is the instrumentation scope NewTracer gives the SDK tracer.
+var leanScope = instrumentation.Scope{Name: ScopeName, Version: "1", SchemaURL: semconv.SchemaURL}
+
+// newOTLPClient builds and starts the lean path's OTLP client for
+// rc.Protocol, configured as newOTLPExporter configures the SDK's.
+func newOTLPClient(ctx context.Context, rc Config) (otlptrace.Client, error) {
+	var c otlptrace.Client
+	switch rc.Protocol {
+	case ProtocolGRPC:
+		c = otlptracegrpc.NewClient(otlptracegrpc.WithEndpointURL(rc.Endpoint))
+	default:
+		c = otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(rc.Endpoint))
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("tracing: %s client for %s: %w", rc.Protocol, rc.Endpoint, err)
+	}
+	return c, nil
+}
+
+// NewSyncTracer returns a Tracer whose job spans take the lean path that
+// a Provider's Tracers take, but are exported at once, on the goroutine
+// that ends them: each is encoded as OTLP protobuf, decoded back with the
+// official OTLP types and handed to sp.OnEnd. Command spans go to sp
+// through an SDK provider. For tests (tracetest.SpanRecorder) and
+// debugging: what sp sees is what a collector would receive. cfg is
+// completed with the defaults, not the environment.
+func NewSyncTracer(sys System, cfg Config, sp sdktrace.SpanProcessor) *Tracer {
+	rc, _ := cfg.resolve(func(string) (string, bool) { return "", false })
+	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(rc.ServiceName))
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(newSampler(rc)),
+		sdktrace.WithSpanProcessor(sp))
+	pipe := newLeanPipe(tp, newLeanEncoder(res, leanScope), processorSink{sp: sp}, rc.QueueSize, true)
+	t := NewTracer(tp, sys, rc)
+	t.lean = &leanTracer{system: string(sys), sampler: newLeanSampler(rc), pipe: pipe}
+	return t
 }
 
 // newOTLPExporter builds the exporter for rc.Protocol. The endpoint is passed
@@ -153,7 +206,9 @@ func (p *Provider) Tracer(sys System) *Tracer {
 	if p.sdk == nil {
 		return nil
 	}
-	return NewTracer(p.tp, sys, p.cfg)
+	t := NewTracer(p.tp, sys, p.cfg)
+	t.lean = &leanTracer{system: string(sys), sampler: newLeanSampler(p.cfg), pipe: p.lean}
+	return t
 }
 
 // Dropped returns how many finished spans were discarded because the export
@@ -163,7 +218,7 @@ func (p *Provider) Dropped() uint64 {
 	if p.proc == nil {
 		return 0
 	}
-	return p.proc.dropped.Load()
+	return p.proc.dropped.Load() + p.lean.dropped.Load()
 }
 
 // ExportFailed returns how many spans were lost because their export failed
@@ -173,7 +228,7 @@ func (p *Provider) ExportFailed() uint64 {
 	if p.proc == nil {
 		return 0
 	}
-	return p.proc.failed.Load()
+	return p.proc.failed.Load() + p.lean.failed.Load()
 }
 
 // ForceFlush exports every queued span and waits for it, or for ctx.
@@ -181,7 +236,7 @@ func (p *Provider) ForceFlush(ctx context.Context) error {
 	if p.sdk == nil {
 		return nil
 	}
-	return p.sdk.ForceFlush(ctx)
+	return errors.Join(p.lean.forceFlush(ctx), p.sdk.ForceFlush(ctx))
 }
 
 // Shutdown flushes the queue to the exporter, then stops it. It waits at most
@@ -193,7 +248,9 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	if p.sdk == nil {
 		return nil
 	}
-	return p.sdk.Shutdown(ctx)
+	// The lean queue first: it may share the exporter, which the SDK's
+	// shutdown then shuts down.
+	return errors.Join(p.lean.shutdown(ctx), p.sdk.Shutdown(ctx))
 }
 
 // flushSlack is room in the SDK's queue beyond the admitted spans for

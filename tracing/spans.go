@@ -116,6 +116,7 @@ type Message struct {
 // whether tracing is on. Safe for concurrent use.
 type Tracer struct {
 	tracer   trace.Tracer
+	lean     *leanTracer // job spans bypass the SDK (lean_span.go); nil: SDK
 	system   attribute.KeyValue
 	commands bool
 	payload  bool
@@ -202,6 +203,14 @@ func (t *Tracer) StartSend(ctx context.Context, m Message) Send {
 	if t == nil {
 		return Send{}
 	}
+	if t.lean != nil {
+		s := Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx),
+			"send", m.Destination, trace.SpanKindProducer, startTime(&m)), t: t}
+		if s.span.IsRecording() {
+			s.setAttrs(&m)
+		}
+		return s
+	}
 	_, span := t.tracer.Start(ctx, spanName("send", m.Destination),
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithTimestamp(startTime(&m)))
@@ -225,6 +234,9 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	if t.lean != nil {
+		return Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", "", trace.SpanKindProducer, start), t: t}
+	}
 	_, span := t.tracer.Start(ctx, "send",
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithTimestamp(start))
@@ -232,6 +244,10 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 }
 
 func (s Send) setAttrs(m *Message) {
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.setMessage(semconv.MessagingOperationTypeSend.Value.AsString(), m, true)
+		return
+	}
 	var buf [10]attribute.KeyValue
 	s.span.SetAttributes(s.t.attrs(buf[:0], semconv.MessagingOperationTypeSend, m, true)...)
 }
@@ -246,7 +262,11 @@ func (s Send) Describe(m Message) {
 	if !s.Recording() {
 		return
 	}
-	s.span.SetName(spanName("send", m.Destination))
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.setName("send", m.Destination)
+	} else {
+		s.span.SetName(spanName("send", m.Destination))
+	}
 	s.setAttrs(&m)
 }
 
@@ -258,6 +278,10 @@ func (s Send) Describe(m Message) {
 // a root span of its own trace.
 func (t *Tracer) Receive(ctx context.Context, c Creation, m Message) {
 	if t == nil {
+		return
+	}
+	if t.lean != nil {
+		t.lean.receive(ctx, c, &m)
 		return
 	}
 	start := startTime(&m)
@@ -287,6 +311,10 @@ func (t *Tracer) Receive(ctx context.Context, c Creation, m Message) {
 func (t *Tracer) StartProcess(ctx context.Context, c Creation, m Message) (context.Context, Process) {
 	if t == nil {
 		return ctx, Process{}
+	}
+	if t.lean != nil {
+		ctx, span := t.lean.process(ctx, c, &m)
+		return ctx, Process{span: span}
 	}
 	ctx = ContextWithCreation(ctx, c)
 	start := time.Now()
@@ -335,7 +363,7 @@ func (s Send) Created(id string) {
 		return
 	}
 	if id != "" {
-		s.span.SetAttributes(semconv.MessagingMessageID(id))
+		setAttr(s.span, semconv.MessagingMessageID(id))
 	}
 	s.span.End()
 }
@@ -379,6 +407,10 @@ func (p Process) SpanContext() trace.SpanContext {
 }
 
 func (p Process) event(name string, attrs ...attribute.KeyValue) {
+	if ls, ok := p.span.(*leanSpan); ok {
+		ls.addEvent(name, time.Now(), attrs...)
+		return
+	}
 	if p.span != nil {
 		p.span.AddEvent(name, trace.WithAttributes(attrs...))
 	}
@@ -407,7 +439,7 @@ func (p Process) Complete() {
 	if p.span == nil {
 		return
 	}
-	p.span.SetAttributes(AttrOutcome.String(OutcomeCompleted))
+	setAttr(p.span, AttrOutcome.String(OutcomeCompleted))
 	p.span.End()
 }
 
@@ -418,7 +450,7 @@ func (p Process) Fail(errType string) {
 	if p.span == nil {
 		return
 	}
-	p.span.SetAttributes(AttrOutcome.String(OutcomeFailed))
+	setAttr(p.span, AttrOutcome.String(OutcomeFailed))
 	failEnd(p.span, errType)
 }
 
@@ -430,7 +462,7 @@ func (p Process) Release(priority uint32, delay time.Duration) {
 		return
 	}
 	p.event(EventRelease, AttrPriority.Int64(int64(priority)), AttrDelay.Int64(delay.Milliseconds()))
-	p.span.SetAttributes(AttrOutcome.String(OutcomeReleased))
+	setAttr(p.span, AttrOutcome.String(OutcomeReleased))
 	p.span.End()
 }
 
@@ -441,7 +473,7 @@ func (p Process) Bury(priority uint32) {
 		return
 	}
 	p.event(EventBury, AttrPriority.Int64(int64(priority)))
-	p.span.SetAttributes(AttrOutcome.String(OutcomeBuried))
+	setAttr(p.span, AttrOutcome.String(OutcomeBuried))
 	failEnd(p.span, EventBury)
 }
 
@@ -453,7 +485,7 @@ func (p Process) TTRExpired() {
 		return
 	}
 	p.event(EventTTRExpired)
-	p.span.SetAttributes(AttrOutcome.String(OutcomeTTRExpired))
+	setAttr(p.span, AttrOutcome.String(OutcomeTTRExpired))
 	failEnd(p.span, OutcomeTTRExpired)
 }
 
@@ -463,7 +495,7 @@ func (p Process) evict() {
 	if p.span == nil {
 		return
 	}
-	p.span.SetAttributes(AttrOutcome.String(OutcomeEvicted))
+	setAttr(p.span, AttrOutcome.String(OutcomeEvicted))
 	failEnd(p.span, OutcomeEvicted)
 }
 
@@ -477,7 +509,7 @@ func failEnd(span trace.Span, errType string) {
 	if errType == "" {
 		errType = semconv.ErrorTypeOther.Value.AsString()
 	}
-	span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+	setAttr(span, semconv.ErrorTypeKey.String(errType))
 	span.SetStatus(codes.Error, errType)
 	span.End()
 }

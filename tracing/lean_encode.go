@@ -1,0 +1,427 @@
+package tracing
+
+import (
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of the OTLP trace protos (opentelemetry/proto/trace/v1 and
+// common/v1, resource/v1) that the encoder writes.
+const (
+	fRSResource   = 1 // ResourceSpans.resource
+	fRSScopeSpans = 2 // ResourceSpans.scope_spans
+	fRSSchemaURL  = 3 // ResourceSpans.schema_url
+
+	fResAttributes = 1 // Resource.attributes
+
+	fSSScope     = 1 // ScopeSpans.scope
+	fSSSpans     = 2 // ScopeSpans.spans
+	fSSSchemaURL = 3 // ScopeSpans.schema_url
+
+	fScopeName    = 1 // InstrumentationScope.name
+	fScopeVersion = 2 // InstrumentationScope.version
+	fScopeAttrs   = 3 // InstrumentationScope.attributes
+
+	fSpanTraceID    = 1
+	fSpanSpanID     = 2
+	fSpanTraceState = 3
+	fSpanParentID   = 4
+	fSpanName       = 5
+	fSpanKind       = 6
+	fSpanStart      = 7
+	fSpanEnd        = 8
+	fSpanAttrs      = 9
+	fSpanEvents     = 11
+	fSpanLinks      = 13
+	fSpanStatus     = 15
+	fSpanFlags      = 16
+
+	fEventTime  = 1
+	fEventName  = 2
+	fEventAttrs = 3
+
+	fLinkTraceID    = 1
+	fLinkSpanID     = 2
+	fLinkTraceState = 3
+	fLinkFlags      = 6
+
+	fStatusMessage = 2
+	fStatusCode    = 3
+
+	fKVKey   = 1
+	fKVValue = 2
+
+	fAnyString = 1
+	fAnyBool   = 2
+	fAnyInt    = 3
+	fAnyDouble = 4
+	fAnyArray  = 5
+
+	fArrayValues = 1
+
+	// SpanFlags bits above the W3C trace flags: whether the parent (or the
+	// linked span) is remote is known, and whether it is.
+	flagHasIsRemote = 0x100
+	flagIsRemote    = 0x200
+
+	// Status codes on the wire (they differ from the API's codes).
+	statusOK    = 1
+	statusError = 2
+)
+
+// leanEncoder writes batches of lean spans as the body of one OTLP
+// ResourceSpans message, as the SDK's OTLP exporter would (same fields,
+// same flags), with the resource and scope encoded once. Its buffers are
+// reused from batch to batch; it is used by one goroutine at a time.
+type leanEncoder struct {
+	resource  []byte // Resource message body
+	resSchema string
+	scope     []byte // InstrumentationScope message body
+	scopeURL  string
+
+	span  []byte
+	spans []byte
+	out   []byte
+}
+
+func newLeanEncoder(res *resource.Resource, scope instrumentation.Scope) leanEncoder {
+	var e leanEncoder
+	if res != nil {
+		for _, kv := range res.Attributes() {
+			e.resource = appendKV(e.resource, fResAttributes, kv)
+		}
+		e.resSchema = res.SchemaURL()
+	}
+	e.scope = appendString(e.scope, fScopeName, scope.Name)
+	e.scope = appendString(e.scope, fScopeVersion, scope.Version)
+	for _, kv := range scope.Attributes.ToSlice() {
+		e.scope = appendKV(e.scope, fScopeAttrs, kv)
+	}
+	e.scopeURL = scope.SchemaURL
+	return e
+}
+
+// encode returns the ResourceSpans body for spans; it is valid until the
+// next call.
+func (e *leanEncoder) encode(spans []*leanSpan) []byte {
+	e.spans = e.spans[:0]
+	for _, s := range spans {
+		e.span = appendSpan(e.span[:0], s)
+		e.spans = protowire.AppendTag(e.spans, fSSSpans, protowire.BytesType)
+		e.spans = protowire.AppendBytes(e.spans, e.span)
+	}
+	b := e.out[:0]
+	b = protowire.AppendTag(b, fRSResource, protowire.BytesType)
+	b = protowire.AppendBytes(b, e.resource)
+	ssLen := protowire.SizeTag(fSSScope) + protowire.SizeBytes(len(e.scope)) + len(e.spans)
+	if e.scopeURL != "" {
+		ssLen += protowire.SizeTag(fSSSchemaURL) + protowire.SizeBytes(len(e.scopeURL))
+	}
+	b = protowire.AppendTag(b, fRSScopeSpans, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(ssLen))
+	b = protowire.AppendTag(b, fSSScope, protowire.BytesType)
+	b = protowire.AppendBytes(b, e.scope)
+	b = append(b, e.spans...)
+	b = appendString(b, fSSSchemaURL, e.scopeURL)
+	b = appendString(b, fRSSchemaURL, e.resSchema)
+	e.out = b
+	return b
+}
+
+// appendSpan appends the Span message body of s. s is ended, so nothing
+// writes to it any more.
+func appendSpan(b []byte, s *leanSpan) []byte {
+	tid, sid := s.sc.TraceID(), s.sc.SpanID()
+	b = appendBytes(b, fSpanTraceID, tid[:])
+	b = appendBytes(b, fSpanSpanID, sid[:])
+	if ts := s.sc.TraceState(); ts.Len() > 0 {
+		b = appendString(b, fSpanTraceState, ts.String())
+	}
+	if psid := s.parent.SpanID(); psid.IsValid() {
+		b = appendBytes(b, fSpanParentID, psid[:])
+	}
+	b = appendName(b, s.name, s.nameDest)
+	b = protowire.AppendTag(b, fSpanKind, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(s.kind))
+	b = appendTime(b, fSpanStart, s.start)
+	b = appendTime(b, fSpanEnd, s.end)
+
+	b = appendStrKV(b, fSpanAttrs, string(systemKey), s.system)
+	b = appendStrKV(b, fSpanAttrs, string(opTypeKey), s.opType)
+	b = appendStrKV(b, fSpanAttrs, string(opNameKey), s.opName)
+	b = appendStrKV(b, fSpanAttrs, string(destKey), s.dest)
+	b = appendStrKV(b, fSpanAttrs, string(msgIDKey), s.msgID)
+	b = appendStrKV(b, fSpanAttrs, string(convIDKey), s.convID)
+	if s.has&hasBodySize != 0 {
+		b = appendIntKV(b, fSpanAttrs, string(bodySizeKey), s.bodySize)
+	}
+	b = appendStrKV(b, fSpanAttrs, string(serverAddrKey), s.serverAddr)
+	if s.has&hasServerPort != 0 {
+		b = appendIntKV(b, fSpanAttrs, string(serverPortKey), s.serverPort)
+	}
+	if s.has&hasAttempt != 0 {
+		b = appendIntKV(b, fSpanAttrs, string(AttrAttempt), s.attempt)
+	}
+	if s.has&hasQueueWait != 0 {
+		b = appendIntKV(b, fSpanAttrs, string(AttrQueueWait), s.queueWait)
+	}
+	b = appendStrKV(b, fSpanAttrs, string(AttrOutcome), s.outcome)
+	b = appendStrKV(b, fSpanAttrs, string(errorTypeKey), s.errType)
+	for _, kv := range s.extra {
+		b = appendKV(b, fSpanAttrs, kv)
+	}
+
+	for i := range s.events {
+		b = appendEvent(b, &s.events[i])
+	}
+	switch {
+	case s.linkParent:
+		b = appendLink(b, s.parent)
+	case s.link != nil:
+		b = appendLink(b, *s.link)
+	}
+	// Always present, even unset, as the SDK's exporter writes it.
+	b = appendStatus(b, s.status, s.statusDesc)
+	flags := uint32(s.sc.TraceFlags()) | flagHasIsRemote
+	if s.parent.IsRemote() {
+		flags |= flagIsRemote
+	}
+	b = protowire.AppendTag(b, fSpanFlags, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, flags)
+}
+
+func appendEvent(b []byte, e *leanEvent) []byte {
+	name := validString(e.name)
+	n := protowire.SizeTag(fEventTime) + 8 + protowire.SizeTag(fEventName) + protowire.SizeBytes(len(name))
+	e.attributes(func(kv attribute.KeyValue) { n += sizeKVField(fEventAttrs, kv) })
+	b = protowire.AppendTag(b, fSpanEvents, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	b = appendTime(b, fEventTime, e.time.UnixNano())
+	b = protowire.AppendTag(b, fEventName, protowire.BytesType)
+	b = protowire.AppendString(b, name)
+	e.attributes(func(kv attribute.KeyValue) { b = appendKV(b, fEventAttrs, kv) })
+	return b
+}
+
+func appendLink(b []byte, sc trace.SpanContext) []byte {
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var ts string
+	if sc.TraceState().Len() > 0 {
+		ts = sc.TraceState().String()
+	}
+	n := 2*protowire.SizeTag(fLinkTraceID) + protowire.SizeBytes(16) + protowire.SizeBytes(8) +
+		protowire.SizeTag(fLinkFlags) + 4
+	if ts != "" {
+		n += protowire.SizeTag(fLinkTraceState) + protowire.SizeBytes(len(ts))
+	}
+	flags := uint32(sc.TraceFlags()) | flagHasIsRemote
+	if sc.IsRemote() {
+		flags |= flagIsRemote
+	}
+	b = protowire.AppendTag(b, fSpanLinks, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	b = appendBytes(b, fLinkTraceID, tid[:])
+	b = appendBytes(b, fLinkSpanID, sid[:])
+	b = appendString(b, fLinkTraceState, ts)
+	b = protowire.AppendTag(b, fLinkFlags, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, flags)
+}
+
+func appendStatus(b []byte, c codes.Code, desc string) []byte {
+	desc = validString(desc)
+	var code uint64
+	switch c {
+	case codes.Ok:
+		code = statusOK
+	case codes.Error:
+		code = statusError
+	}
+	n := 0
+	if code != 0 {
+		n += protowire.SizeTag(fStatusCode) + protowire.SizeVarint(code)
+	}
+	if desc != "" {
+		n += protowire.SizeTag(fStatusMessage) + protowire.SizeBytes(len(desc))
+	}
+	b = protowire.AppendTag(b, fSpanStatus, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	b = appendString(b, fStatusMessage, desc)
+	if code == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, fStatusCode, protowire.VarintType)
+	return protowire.AppendVarint(b, code)
+}
+
+func appendTime(b []byte, field protowire.Number, ns int64) []byte {
+	b = protowire.AppendTag(b, field, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, uint64(ns))
+}
+
+func appendBytes(b []byte, field protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+// validString replaces invalid UTF-8, which OTLP's string fields must not
+// hold: one bad Gearman function name would otherwise make the collector
+// reject the whole batch.
+func validString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// appendString appends a string field, leaving it out when empty as proto3
+// does.
+func appendString(b []byte, field protowire.Number, v string) []byte {
+	v = validString(v)
+	if v == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+// appendName appends the span name field: name, or name + " " + dest.
+func appendName(b []byte, name, dest string) []byte {
+	if dest == "" {
+		return appendString(b, fSpanName, name)
+	}
+	name, dest = validString(name), validString(dest)
+	b = protowire.AppendTag(b, fSpanName, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(name)+1+len(dest)))
+	b = append(b, name...)
+	b = append(b, ' ')
+	return append(b, dest...)
+}
+
+// appendStrKV appends a string attribute; an empty value means unset.
+func appendStrKV(b []byte, field protowire.Number, key, v string) []byte {
+	if v == "" {
+		return b
+	}
+	v = validString(v)
+	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(v))
+	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(av)
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(kv))
+	b = protowire.AppendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = protowire.AppendTag(b, fKVValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(av))
+	b = protowire.AppendTag(b, fAnyString, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+func appendIntKV(b []byte, field protowire.Number, key string, v int64) []byte {
+	av := protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(v))
+	kv := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(av)
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(kv))
+	b = protowire.AppendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = protowire.AppendTag(b, fKVValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(av))
+	b = protowire.AppendTag(b, fAnyInt, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
+}
+
+// sizeAny is the AnyValue message size of v.
+func sizeAny(v attribute.Value) int {
+	switch v.Type() {
+	case attribute.BOOL:
+		return protowire.SizeTag(fAnyBool) + 1
+	case attribute.INT64:
+		return protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		return protowire.SizeTag(fAnyDouble) + 8
+	case attribute.STRING:
+		return protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(validString(v.AsString())))
+	}
+	n := 0
+	forEachElem(v, func(e attribute.Value) { n += protowire.SizeTag(fArrayValues) + protowire.SizeBytes(sizeAny(e)) })
+	return protowire.SizeTag(fAnyArray) + protowire.SizeBytes(n)
+}
+
+// forEachElem calls f for each element of a slice value.
+func forEachElem(v attribute.Value, f func(attribute.Value)) {
+	switch v.Type() {
+	case attribute.BOOLSLICE:
+		for _, x := range v.AsBoolSlice() {
+			f(attribute.BoolValue(x))
+		}
+	case attribute.INT64SLICE:
+		for _, x := range v.AsInt64Slice() {
+			f(attribute.Int64Value(x))
+		}
+	case attribute.FLOAT64SLICE:
+		for _, x := range v.AsFloat64Slice() {
+			f(attribute.Float64Value(x))
+		}
+	case attribute.STRINGSLICE:
+		for _, x := range v.AsStringSlice() {
+			f(attribute.StringValue(x))
+		}
+	}
+}
+
+func appendAny(b []byte, v attribute.Value) []byte {
+	switch v.Type() {
+	case attribute.BOOL:
+		var x uint64
+		if v.AsBool() {
+			x = 1
+		}
+		b = protowire.AppendTag(b, fAnyBool, protowire.VarintType)
+		return protowire.AppendVarint(b, x)
+	case attribute.INT64:
+		b = protowire.AppendTag(b, fAnyInt, protowire.VarintType)
+		return protowire.AppendVarint(b, uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		b = protowire.AppendTag(b, fAnyDouble, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
+	case attribute.STRING:
+		b = protowire.AppendTag(b, fAnyString, protowire.BytesType)
+		return protowire.AppendString(b, validString(v.AsString()))
+	}
+	n := 0
+	forEachElem(v, func(e attribute.Value) { n += protowire.SizeTag(fArrayValues) + protowire.SizeBytes(sizeAny(e)) })
+	b = protowire.AppendTag(b, fAnyArray, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	forEachElem(v, func(e attribute.Value) {
+		b = protowire.AppendTag(b, fArrayValues, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(sizeAny(e)))
+		b = appendAny(b, e)
+	})
+	return b
+}
+
+func sizeKVField(field protowire.Number, kv attribute.KeyValue) int {
+	n := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(validString(string(kv.Key)))) +
+		protowire.SizeTag(fKVValue) + protowire.SizeBytes(sizeAny(kv.Value))
+	return protowire.SizeTag(field) + protowire.SizeBytes(n)
+}
+
+// appendKV appends any attribute as a KeyValue field.
+func appendKV(b []byte, field protowire.Number, kv attribute.KeyValue) []byte {
+	av := sizeAny(kv.Value)
+	key := validString(string(kv.Key))
+	n := protowire.SizeTag(fKVKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fKVValue) + protowire.SizeBytes(av)
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	b = protowire.AppendTag(b, fKVKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = protowire.AppendTag(b, fKVValue, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(av))
+	return appendAny(b, kv.Value)
+}

@@ -1,0 +1,284 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Defaults of the batch timing, as the SDK's batch processor has them and
+// reads them from OTEL_BSP_SCHEDULE_DELAY and OTEL_BSP_EXPORT_TIMEOUT (in
+// milliseconds).
+const (
+	leanDefaultDelay   = 5 * time.Second
+	leanDefaultTimeout = 30 * time.Second
+	leanMaxBatch       = 512
+)
+
+// leanSink receives encoded batches: the body of one OTLP ResourceSpans
+// message holding n spans.
+type leanSink interface {
+	upload(ctx context.Context, resourceSpans []byte, n int) error
+	stop(ctx context.Context) error
+}
+
+// leanPipe is the lean path's export queue. Ending a span appends it to a
+// bounded slice under a mutex and, only when a batch is full, wakes the
+// export goroutine, so the data path never blocks and is not woken per
+// span (the cost handoff.go removed for the SDK path). When the queue is
+// full the span is dropped and counted. The goroutine encodes each batch
+// into reused buffers and uploads it.
+type leanPipe struct {
+	tp    trace.TracerProvider
+	enc   leanEncoder
+	sink  leanSink
+	limit int
+	batch int
+	delay time.Duration
+	// timeout bounds one upload.
+	timeout time.Duration
+	// sync makes enqueue export at once, on the caller's goroutine
+	// (NewSyncTracer).
+	sync   bool
+	syncMu sync.Mutex
+
+	mu    sync.Mutex
+	queue []*leanSpan
+	spare []*leanSpan
+
+	closed  atomic.Bool
+	dropped atomic.Uint64
+	failed  atomic.Uint64
+
+	wake   chan struct{}
+	flush  chan chan struct{}
+	stopCh chan context.Context
+	done   chan error
+}
+
+func newLeanPipe(tp trace.TracerProvider, enc leanEncoder, sink leanSink, limit int, sync bool) *leanPipe {
+	p := &leanPipe{
+		tp: tp, enc: enc, sink: sink,
+		limit:   limit,
+		batch:   min(leanMaxBatch, limit),
+		delay:   envMillis("OTEL_BSP_SCHEDULE_DELAY", leanDefaultDelay),
+		timeout: envMillis("OTEL_BSP_EXPORT_TIMEOUT", leanDefaultTimeout),
+		wake:    make(chan struct{}, 1),
+		flush:   make(chan chan struct{}),
+		stopCh:  make(chan context.Context),
+		done:    make(chan error, 1),
+		sync:    sync,
+	}
+	if !sync {
+		go p.run()
+	}
+	return p
+}
+
+// envMillis reads a positive number of milliseconds from the environment.
+func envMillis(name string, def time.Duration) time.Duration {
+	v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(name)))
+	if err != nil || v <= 0 {
+		return def
+	}
+	return time.Duration(v) * time.Millisecond
+}
+
+// enqueue admits an ended span for export, or drops and counts it.
+func (p *leanPipe) enqueue(s *leanSpan) {
+	if p.closed.Load() {
+		return // ended after Shutdown: never exported, as documented
+	}
+	if p.sync {
+		p.syncMu.Lock()
+		p.export(context.Background(), []*leanSpan{s})
+		p.syncMu.Unlock()
+		return
+	}
+	p.mu.Lock()
+	if len(p.queue) >= p.limit {
+		p.mu.Unlock()
+		p.dropped.Add(1)
+		return
+	}
+	p.queue = append(p.queue, s)
+	full := len(p.queue) >= p.batch
+	p.mu.Unlock()
+	if full {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take removes up to one batch from the queue. The returned slice is
+// valid until the next take.
+func (p *leanPipe) take() []*leanSpan {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(len(p.queue), p.batch)
+	if n == 0 {
+		return nil
+	}
+	out := append(p.spare[:0], p.queue[:n]...)
+	rest := copy(p.queue, p.queue[n:])
+	clear(p.queue[rest:])
+	p.queue = p.queue[:rest]
+	p.spare = out
+	return out
+}
+
+// drain exports batches until the queue is empty (or holds less than a
+// batch, unless all).
+func (p *leanPipe) drain(ctx context.Context, all bool) {
+	for {
+		p.mu.Lock()
+		n := len(p.queue)
+		p.mu.Unlock()
+		if n == 0 || (!all && n < p.batch) {
+			return
+		}
+		b := p.take()
+		p.export(ctx, b)
+		clear(b)
+	}
+}
+
+func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
+	if len(spans) == 0 {
+		return
+	}
+	body := p.enc.encode(spans)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if err := p.sink.upload(ctx, body, len(spans)); err != nil {
+		p.failed.Add(uint64(len(spans)))
+		otel.Handle(err)
+	}
+}
+
+func (p *leanPipe) run() {
+	tick := time.NewTicker(p.delay)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.wake:
+			p.drain(context.Background(), false)
+		case <-tick.C:
+			p.drain(context.Background(), true)
+		case reply := <-p.flush:
+			p.drain(context.Background(), true)
+			close(reply)
+		case ctx := <-p.stopCh:
+			p.drain(ctx, true)
+			p.done <- p.sink.stop(ctx)
+			return
+		}
+	}
+}
+
+// forceFlush exports every queued span and waits for it, or for ctx.
+func (p *leanPipe) forceFlush(ctx context.Context) error {
+	if p.closed.Load() || p.sync {
+		return nil
+	}
+	reply := make(chan struct{})
+	select {
+	case p.flush <- reply:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-reply:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// shutdown refuses new spans, exports the queue and stops the sink. Only
+// the first call does anything.
+func (p *leanPipe) shutdown(ctx context.Context) error {
+	if p.closed.Swap(true) || p.sync {
+		return nil
+	}
+	select {
+	case p.stopCh <- ctx:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// otlpSink uploads through an otlptrace.Client (HTTP or gRPC), so the
+// exporters' handling of endpoints, TLS, headers, compression, timeouts and
+// retries applies unchanged. The encoded bytes ride in the ResourceSpans
+// message as unknown fields, which protobuf marshals back verbatim: the
+// client's proto.Marshal then costs one copy instead of a walk over
+// thousands of small messages.
+type otlpSink struct {
+	client otlptrace.Client
+}
+
+func (s otlpSink) upload(ctx context.Context, body []byte, _ int) error {
+	rs := &tracepb.ResourceSpans{}
+	rs.ProtoReflect().SetUnknown(protoreflect.RawFields(body))
+	return s.client.UploadTraces(ctx, []*tracepb.ResourceSpans{rs})
+}
+
+func (s otlpSink) stop(ctx context.Context) error { return s.client.Stop(ctx) }
+
+// exporterSink decodes each batch back into SDK spans for an
+// sdktrace.SpanExporter (WithExporter, NewSyncTracer): tests and debugging
+// output then see exactly what an OTLP collector would receive. It does not
+// shut the exporter down; the SDK pipeline, which shares it, does.
+type exporterSink struct {
+	exp sdktrace.SpanExporter
+}
+
+func (s exporterSink) upload(ctx context.Context, body []byte, _ int) error {
+	spans, err := decodeResourceSpans(body)
+	if err != nil {
+		return errors.Join(errors.New("tracing: lean span encoding does not decode"), err)
+	}
+	return s.exp.ExportSpans(ctx, spans)
+}
+
+func (exporterSink) stop(context.Context) error { return nil }
+
+// processorSink decodes each batch like exporterSink and hands the spans
+// to a span processor one by one (NewSyncTracer).
+type processorSink struct {
+	sp sdktrace.SpanProcessor
+}
+
+func (s processorSink) upload(_ context.Context, body []byte, _ int) error {
+	spans, err := decodeResourceSpans(body)
+	if err != nil {
+		return errors.Join(errors.New("tracing: lean span encoding does not decode"), err)
+	}
+	for _, ro := range spans {
+		s.sp.OnEnd(ro)
+	}
+	return nil
+}
+
+func (processorSink) stop(context.Context) error { return nil }
