@@ -197,6 +197,14 @@ type Limits struct {
 	// queue for a client that stops reading before it is cut off; 0 means
 	// no limit. Default 16MiB.
 	WriteBufferLimit Size `yaml:"write_buffer_limit"`
+	// HandshakeTimeout (limits.handshake_timeout) bounds the TLS handshake
+	// of a client on a TLS listener, so a silent or slow client cannot hold
+	// a connection slot and a goroutine for long; more than 0. Default 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxHandshakes (limits.max_handshakes) caps the TLS handshakes in
+	// progress on each TLS listener; past it a new connection is closed at
+	// once, before any TLS work. 0 means no limit. Default 1000.
+	MaxHandshakes int `yaml:"max_handshakes"`
 }
 
 // Log levels and formats for [Log].

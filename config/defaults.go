@@ -38,6 +38,8 @@ func Default() *Config {
 			MaxConnections:   10000,
 			WriteTimeout:     30 * time.Second,
 			WriteBufferLimit: 16 * MiB,
+			HandshakeTimeout: 10 * time.Second,
+			MaxHandshakes:    1000,
 		},
 		Log:  Log{Level: LevelInfo, Format: FormatText},
 		Auth: Auth{MaxBadTokens: 3},

@@ -50,6 +50,8 @@ func FlagFields() map[string]string {
 		"limits-write-timeout":          "limits.write_timeout",
 		"limits-max-reserved-per-conn":  "limits.max_reserved_per_conn",
 		"limits-write-buffer-limit":     "limits.write_buffer_limit",
+		"limits-handshake-timeout":      "limits.handshake_timeout",
+		"limits-max-handshakes":         "limits.max_handshakes",
 	}
 }
 

@@ -235,6 +235,10 @@ func (v *validator) limits() {
 	v.nonNegative("limits.read_timeout", l.ReadTimeout)
 	v.nonNegative("limits.write_timeout", l.WriteTimeout)
 	v.atLeast("limits.max_reserved_per_conn", l.MaxReservedPerConn, 0)
+	if l.HandshakeTimeout <= 0 {
+		v.errorf("limits.handshake_timeout", "%v is not more than 0", l.HandshakeTimeout)
+	}
+	v.atLeast("limits.max_handshakes", l.MaxHandshakes, 0)
 	if l.WriteBufferLimit < 0 {
 		v.errorf("limits.write_buffer_limit", "%s is negative", l.WriteBufferLimit)
 	}

@@ -156,6 +156,13 @@ func TestValidateRules(t *testing.T) {
 			"limits.write_buffer_limit: -1 is negative",
 			"shutdown_timeout: -1ns is negative",
 		}, "\n")},
+		{"handshake limits", func(c *Config) {
+			c.Limits.HandshakeTimeout = 0
+			c.Limits.MaxHandshakes = -1
+		}, strings.Join([]string{
+			"limits.handshake_timeout: 0s is not more than 0",
+			"limits.max_handshakes: -1 is less than 0",
+		}, "\n")},
 		{"sizes", func(c *Config) {
 			c.Gearman.MaxPacketSize = 4 * GiB
 			c.Gearman.MaxAdminLine = 10

@@ -12,13 +12,16 @@ const (
 	ReasonReadTimeout    = "read_timeout"
 	ReasonWriteTimeout   = "write_timeout"
 	ReasonSlowReader     = "slow_reader"
+	// ReasonMaxHandshakes: a TLS listener had limits.max_handshakes
+	// handshakes in progress already.
+	ReasonMaxHandshakes = "max_handshakes"
 	// ReasonOther is where an unlisted reason is counted, keeping the
 	// label set fixed.
 	ReasonOther = "other"
 )
 
 var (
-	rejectReasons = []string{ReasonMaxConnections, ReasonMaxPerIP, ReasonOther}
+	rejectReasons = []string{ReasonMaxConnections, ReasonMaxPerIP, ReasonMaxHandshakes, ReasonOther}
 	cutReasons    = []string{ReasonIdle, ReasonReadTimeout, ReasonWriteTimeout, ReasonSlowReader, ReasonOther}
 )
 
@@ -31,6 +34,8 @@ type ConnSeries struct {
 	accepted prometheus.Counter
 	rejected map[string]prometheus.Counter
 	cut      map[string]prometheus.Counter
+	// tlsFailed counts failed TLS handshakes by reason (metrics/tls.go).
+	tlsFailed map[string]prometheus.Counter
 }
 
 // Opened records an accepted connection.

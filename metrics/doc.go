@@ -34,6 +34,7 @@
 //	jobgate_connections_accepted_total{protocol}               counter
 //	jobgate_connections_rejected_total{protocol,reason}        counter: refused at accept
 //	jobgate_connections_cut_total{protocol,reason}             counter: closed by a limit after accept
+//	jobgate_tls_handshake_failures_total{protocol,reason}      counter: timeout, bad_certificate, protocol_version, other
 //	jobgate_journal_fsync_seconds{protocol}                    histogram, observed by the journal's hook
 //	jobgate_journal_bytes, jobgate_journal_segments{protocol}  gauges, at scrape time from journal Stats
 //	jobgate_journal_fsyncs_total, jobgate_journal_appends_total,

@@ -137,6 +137,7 @@ func New(opts Options) *Metrics {
 	limit.Set(float64(m.names[0].Max()))
 	reg.MustRegister(limit)
 	m.conns = newConnSeries(reg)
+	newTLSFailures(reg, m.conns)
 	fsync := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "jobgate_journal_fsync_seconds",
 		Help:    "Time taken by each fsync of the protocol engine's journal.",

@@ -33,6 +33,9 @@ func connSamples(want map[string]float64, nonzero map[string]float64) {
 		for _, r := range cutReasons {
 			want[key("jobgate_connections_cut_total", []string{"protocol=" + p, "reason=" + r})] = 0
 		}
+		for _, r := range tlsFailReasons {
+			want[key("jobgate_tls_handshake_failures_total", []string{"protocol=" + p, "reason=" + r})] = 0
+		}
 	}
 	for k, v := range nonzero {
 		want[k] = v
@@ -104,6 +107,8 @@ func TestScrapeScripted(t *testing.T) {
 	c.Cut(ReasonSlowReader)
 	c.Cut("no such reason")
 	m.Conns(Gearman).Rejected(ReasonMaxConnections)
+	m.Conns(Gearman).HandshakeFailed(TLSFailBadCertificate)
+	m.Conns(Gearman).HandshakeFailed("no such reason")
 
 	m.ObserveFsync(Beanstalk, 2*time.Millisecond)
 	m.SetJournal(Beanstalk, fakeJournal{journal.Stats{Segments: 2, Bytes: 4096, Appends: 10, Syncs: 4,
@@ -155,6 +160,8 @@ func TestScrapeScripted(t *testing.T) {
 		`jobgate_connections_rejected_total{protocol="gearman",reason="max_connections"}`:           1,
 		`jobgate_connections_cut_total{protocol="beanstalk",reason="slow_reader"}`:                  1,
 		`jobgate_connections_cut_total{protocol="beanstalk",reason="other"}`:                        1,
+		`jobgate_tls_handshake_failures_total{protocol="gearman",reason="bad_certificate"}`:         1,
+		`jobgate_tls_handshake_failures_total{protocol="gearman",reason="other"}`:                   1,
 		`jobgate_journal_bytes{protocol="beanstalk"}`:                                               4096,
 		`jobgate_journal_segments{protocol="beanstalk"}`:                                            2,
 		`jobgate_journal_appends_total{protocol="beanstalk"}`:                                       10,

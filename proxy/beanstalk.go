@@ -57,6 +57,10 @@ type BeanstalkConfig struct {
 	// (beanstalk_trace.go). nil: no spans, at the cost of a nil check.
 	// The server sets the engine's TraceHook.
 	Tracer *tracing.Tracer
+	// Gateway, when set, routes tubes to upstream beanstalkd servers and
+	// the engine (beanstalk_gateway.go). nil: every command goes straight
+	// to the engine.
+	Gateway *BeanstalkGateway
 }
 
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
@@ -72,6 +76,7 @@ type BeanstalkServer struct {
 	connSeries *metrics.ConnSeries // m.Conns(Beanstalk), resolved once
 	guard      *connGuard          // limits.go
 	trace      *beanstalkTrace     // nil: tracing off
+	gw         *beanstalkGateway   // nil: the direct engine path
 	mu         sync.Mutex          // guards the fields below
 	addr       net.Addr
 	lns        map[net.Listener]struct{}
@@ -115,6 +120,16 @@ func NewBeanstalkServer(cfg BeanstalkConfig) (*BeanstalkServer, error) {
 	}
 	s.guard = newConnGuard(cfg.Clock, s.log, s.connSeries, cfg.ConnLimits, beanstalkReject)
 	s.wireTracing(cfg.Tracer)
+	if cfg.Gateway != nil {
+		gw, err := newBeanstalkGateway(s, cfg.Gateway)
+		if err != nil {
+			if s.ownsEng {
+				s.eng.Close()
+			}
+			return nil, err
+		}
+		s.gw = gw
+	}
 	return s, nil
 }
 
@@ -208,6 +223,9 @@ func (s *BeanstalkServer) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if s.gw != nil {
+		s.gw.stop()
 	}
 	if s.ownsEng {
 		s.eng.Close()
@@ -316,6 +334,10 @@ func (c *beanstalkConn) serve() {
 	defer c.nc.Close()
 	if tc, ok := unwrapConn(c.nc).(*net.TCPConn); ok {
 		tc.SetNoDelay(true) // replies are flushed deliberately; never delay them
+	}
+	if c.srv.gw != nil {
+		c.serveGateway()
+		return
 	}
 	sess := c.srv.eng.NewSession(c.notify)
 	defer sess.Close()

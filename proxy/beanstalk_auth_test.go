@@ -461,5 +461,5 @@ func BenchmarkBeanstalkServerCycleAuth(b *testing.B) {
 		Identities: []config.Identity{{Name: "local", CIDRs: []string{"127.0.0.1/32"}}},
 		Rules:      []config.Rule{{Identity: "local", Produce: []string{"*"}, Consume: []string{"*"}, Admin: true}},
 	}), nil)
-	bsCycleBench(b, addr)
+	bsBenchCycle(b, addr)
 }

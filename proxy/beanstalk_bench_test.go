@@ -12,11 +12,11 @@ import (
 // The client reuses its buffers, so allocs/op are the server's (the job and
 // its body copy).
 func BenchmarkBeanstalkServerCycle(b *testing.B) {
-	bsCycleBench(b, bsStartJobgate(b, 0).addr)
+	bsBenchCycle(b, bsStartJobgate(b, 0).addr)
 }
 
-// bsCycleBench runs the put, reserve, delete cycle against addr.
-func bsCycleBench(b *testing.B, addr string) {
+// bsBenchCycle runs put, reserve and delete against the server at addr.
+func bsBenchCycle(b *testing.B, addr string) {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)

@@ -10,11 +10,12 @@ import (
 	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 )
 
-// TestBeanstalkGoClient drives jobgate with the go-beanstalk client, and the
+// TestBeanstalkGoClient drives jobgate, and the gateways in front of jobgate
+// and of beanstalkd (bsGatewayStarts), with the go-beanstalk client, and the
 // real beanstalkd the same way, so a failure on both is the test's.
 func TestBeanstalkGoClient(t *testing.T) {
 	t.Parallel()
-	for _, start := range []func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal} {
+	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal}, bsGatewayStarts...) {
 		srv := start(t, 0)
 		t.Run(srv.name, func(t *testing.T) { bsGoClientScenario(t, srv.addr) })
 	}

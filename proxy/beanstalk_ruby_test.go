@@ -11,8 +11,9 @@ import (
 	"github.com/jobgate/jobgate/internal/testutil"
 )
 
-// TestBeanstalkBeaneater drives jobgate, and beanstalkd alike, with the Ruby
-// Beaneater client (Debian packages ruby and ruby-beaneater) through
+// TestBeanstalkBeaneater drives jobgate, beanstalkd and the gateways in
+// front of each (bsGatewayStarts) alike with the Ruby Beaneater client
+// (Debian packages ruby and ruby-beaneater) through
 // testdata/beanstalk_beaneater.rb.
 func TestBeanstalkBeaneater(t *testing.T) {
 	t.Parallel()
@@ -23,7 +24,7 @@ func TestBeanstalkBeaneater(t *testing.T) {
 		}
 		t.Skipf("ruby cannot load beaneater (install ruby-beaneater): %v", err)
 	}
-	for _, start := range []func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal} {
+	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal}, bsGatewayStarts...) {
 		srv := start(t, 0)
 		t.Run(srv.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

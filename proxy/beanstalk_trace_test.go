@@ -58,13 +58,6 @@ func bsGoDial(t *testing.T, addr string) *gobeanstalk.Conn {
 	return c
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestBeanstalkTraceReleaseRetry traces a job through put, a reservation
 // released for a retry, and a second reservation deleted; then a job whose
 // TTR runs out (fake clock) and which is then buried; and a put with no

@@ -136,9 +136,14 @@ func bsRunTranscripts(t *testing.T, ts []bsTranscript) {
 	for _, tr := range ts {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
-			for _, start := range []func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal} {
+			for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal}, bsGatewayStarts...) {
 				srv := start(t, tr.maxJobSize)
-				t.Run(srv.name, func(t *testing.T) { bsRun(t, srv, tr.steps) })
+				t.Run(srv.name, func(t *testing.T) {
+					if why := bsGatewaySkip[srv.name+": "+tr.name]; why != "" {
+						t.Skip(why)
+					}
+					bsRun(t, srv, tr.steps)
+				})
 			}
 		})
 	}

@@ -45,6 +45,12 @@ type Limits struct {
 	// connection writes its replies itself and stops reading while the
 	// client does not read, so its memory is bounded without it.
 	WriteBufferLimit int
+	// HandshakeTimeout bounds a TLS handshake on a TLSListener the server
+	// serves. 0 keeps the listener's own (DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// MaxHandshakes caps the TLS handshakes in progress on each
+	// TLSListener the server serves; 0: no cap.
+	MaxHandshakes int
 }
 
 // sweepPeriod is how often the timeouts are checked: a quarter of the
@@ -152,6 +158,9 @@ func (g *connGuard) wrap(l net.Listener) net.Listener {
 	g.mu.Unlock()
 	if g.series != nil {
 		o.OnReject = func(_ net.Addr, r connlimit.Reason) { g.series.Rejected(r.String()) }
+	}
+	if tl, ok := l.(*TLSListener); ok {
+		return g.capTLS(tl, o) // counted before the handshake
 	}
 	return connlimit.NewListener(l, o)
 }

@@ -176,6 +176,7 @@ func TestGearmanLimitsSlowReader(t *testing.T) {
 	forEachLimitedMode(t, Limits{WriteBufferLimit: 256 << 10}, func(t *testing.T, addr string, _ *clock.Fake, m *metrics.Metrics) {
 		c := glDial(t, addr)
 		c.send(t, codec.SubmitJob, "f", "", "x")
+		c.expect(t, codec.JobCreated, "submit") // queued before the worker grabs
 		w := glDial(t, addr)
 		w.send(t, codec.CanDo, "f")
 		w.send(t, codec.GrabJob)

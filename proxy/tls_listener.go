@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// DefaultHandshakeTimeout bounds a TLS handshake on a TLSListener: a
-// client that connects and then sends nothing (or too little) is dropped
-// after it rather than holding a goroutine and a descriptor for ever. Ten
-// seconds is far above a real handshake even across continents and far
-// below what an attacker would want a slot for.
+// DefaultHandshakeTimeout bounds a TLS handshake on a TLSListener whose
+// server sets no Limits.HandshakeTimeout (limits.handshake_timeout has the
+// same default): a client that connects and then sends nothing (or too
+// little) is dropped after it rather than holding a goroutine and a
+// descriptor for ever. Ten seconds is far above a real handshake even
+// across continents and far below what an attacker would want a slot for.
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // closeNotifyWait bounds how long closing a TLS connection may wait to
@@ -36,6 +37,10 @@ type TLSListenerOptions struct {
 	// OnHandshakeError, when set, is called for each failed handshake,
 	// for metrics.
 	OnHandshakeError func(remote net.Addr, err error)
+	// MaxHandshakes caps the handshakes in progress: past it a new
+	// connection is closed at once, so a flood of silent connects costs
+	// neither goroutines nor TLS work beyond the cap. 0: no cap.
+	MaxHandshakes int
 }
 
 // TLSListener turns a net.Listener into one whose Accept returns
@@ -43,9 +48,11 @@ type TLSListenerOptions struct {
 // its own goroutine under a deadline, so the server's accept loop is never
 // held by a slow or silent client, and a failed handshake (plaintext, wrong
 // CA, no client certificate, old TLS version) never reaches the protocol
-// servers at all. The returned connections embed *tls.Conn (see TLSState)
-// and are not *net.TCPConn, so GearmanServer serves them with goroutines
-// rather than its epoll loop, which reads raw descriptors.
+// servers at all. A server given a TLSListener puts its connection limits
+// on the raw listener beneath it, before the handshake (limitWith). The
+// returned connections embed *tls.Conn (see TLSState) and are not
+// *net.TCPConn, so GearmanServer serves them with goroutines rather than
+// its epoll loop, which reads raw descriptors.
 type TLSListener struct {
 	inner net.Listener
 	conf  *tls.Config
@@ -55,15 +62,24 @@ type TLSListener struct {
 	errc  chan error    // the inner listener's final error
 	done  chan struct{} // closed by Close
 
+	// src is what the accept loop reads: inner, or inner capped by the
+	// connection limits of the server serving the listener (limitWith).
+	src   net.Listener
+	guard *connGuard // nil until limitWith: limits and metrics from opts only
+	start sync.Once  // starts the accept loop at the first Accept
+
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // guarded by mu: connections in handshake
 	closed  bool                  // guarded by mu
+	started bool                  // guarded by mu: the accept loop runs
 	wg      sync.WaitGroup        // the accept goroutine and every handshake
 	once    sync.Once
 }
 
 // NewTLSListener wraps inner, serving conf (typically
-// tlsconf.Manager.ServerConfig), and starts accepting.
+// tlsconf.Manager.ServerConfig). It starts accepting at the first Accept,
+// so that a server given it can first put its connection limits on inner
+// (they then apply before the handshake, see limitWith).
 func NewTLSListener(inner net.Listener, conf *tls.Config, opts TLSListenerOptions) *TLSListener {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
@@ -73,6 +89,7 @@ func NewTLSListener(inner net.Listener, conf *tls.Config, opts TLSListenerOption
 	}
 	l := &TLSListener{
 		inner:   inner,
+		src:     inner,
 		conf:    conf,
 		opts:    opts,
 		ready:   make(chan net.Conn),
@@ -80,13 +97,20 @@ func NewTLSListener(inner net.Listener, conf *tls.Config, opts TLSListenerOption
 		done:    make(chan struct{}),
 		pending: make(map[net.Conn]struct{}),
 	}
-	l.wg.Add(1)
-	go l.acceptLoop()
 	return l
 }
 
 // Accept returns the next connection whose handshake succeeded.
 func (l *TLSListener) Accept() (net.Conn, error) {
+	l.start.Do(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.closed {
+			l.started = true
+			l.wg.Add(1)
+			go l.acceptLoop()
+		}
+	})
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -126,7 +150,7 @@ func (l *TLSListener) acceptLoop() {
 	defer l.wg.Done()
 	var delay time.Duration
 	for {
-		nc, err := l.inner.Accept()
+		nc, err := l.src.Accept()
 		if err != nil {
 			select {
 			case <-l.done:
@@ -154,6 +178,11 @@ func (l *TLSListener) acceptLoop() {
 			nc.Close()
 			return
 		}
+		if max := l.maxHandshakes(); max > 0 && len(l.pending) >= max {
+			l.mu.Unlock()
+			l.refuseHandshake(nc)
+			continue
+		}
 		l.pending[nc] = struct{}{}
 		l.wg.Add(1)
 		l.mu.Unlock()
@@ -166,7 +195,7 @@ func (l *TLSListener) handshake(nc net.Conn) {
 	defer l.wg.Done()
 	raw := &clampConn{Conn: nc}
 	tc := tls.Server(raw, l.conf)
-	_ = nc.SetDeadline(time.Now().Add(l.opts.HandshakeTimeout))
+	_ = nc.SetDeadline(time.Now().Add(l.handshakeTimeout()))
 	err := tc.Handshake()
 	if err == nil {
 		err = nc.SetDeadline(time.Time{})
@@ -176,10 +205,10 @@ func (l *TLSListener) handshake(nc net.Conn) {
 	l.mu.Unlock()
 	if err != nil {
 		l.opts.Log.Debug("tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
-		if l.opts.OnHandshakeError != nil {
-			l.opts.OnHandshakeError(nc.RemoteAddr(), err)
-		}
 		nc.Close() // not tc.Close: no close_notify for a handshake that failed
+		// Counted after the close, so a failure seen in the metrics has
+		// freed its connection slot.
+		l.handshakeFailed(nc.RemoteAddr(), err)
 		return
 	}
 	c := &TLSConn{Conn: tc, raw: raw}

@@ -78,7 +78,7 @@ func BenchmarkBeanstalkServerCycleTracing(b *testing.B) {
 			}
 			addr, _ := startBeanstalkTraced(b, tr, engine.Config{})
 			defer reportCPU(b)()
-			bsCycleBench(b, addr)
+			bsBenchCycle(b, addr)
 		})
 	}
 }

@@ -81,7 +81,14 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 		log.Info("journal replayed", "dir", fj.Journal().Dir(), "segments", rep.Segments, "records", rep.Records, "damaged", len(rep.Damage))
 		ec.Journal = fj
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr})
+	gw, err := proxy.NewBeanstalkGatewayFromConfig(cfg, m)
+	if err != nil {
+		if fj != nil {
+			fj.Close()
+		}
+		return nil, fmt.Errorf("routing: %w", err)
+	}
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ec, Log: log, Metrics: m, Auth: pol, MaxBadTokens: cfg.Auth.MaxBadTokens, ConnLimits: limitsFrom(cfg.Limits), Tracer: tr, Gateway: gw})
 	if err != nil {
 		if fj != nil {
 			fj.Close()

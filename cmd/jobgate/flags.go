@@ -48,6 +48,8 @@ var flagSpecs = []flagSpec{
 	{"limits-write-timeout", "close a connection whose output makes no progress for this `duration`; 0 means no limit", false},
 	{"limits-max-reserved-per-conn", "most jobs one connection may hold reserved or assigned (`n`); 0 means no limit", false},
 	{"limits-write-buffer-limit", "`size` of the output queued for a client that stops reading before it is cut off; 0 means no limit", false},
+	{"limits-handshake-timeout", "close a TLS connection whose handshake takes longer than this `duration`", false},
+	{"limits-max-handshakes", "most TLS handshakes in progress on each TLS listener (`n`); 0 means no limit", false},
 }
 
 // configFlag holds the text of one flag until it is applied to the config.

@@ -16,54 +16,22 @@ import (
 	"github.com/jobgate/jobgate/config"
 )
 
-// TestFlagSpecsMatchConfig keeps the flags and the config agreeing: every
-// flag sets a config field, and every config field with a flag name is
-// either a flag or a feature this build refuses.
+// TestFlagSpecsMatchConfig: every flag sets a config field, and every
+// config field with a flag name is a flag.
 func TestFlagSpecsMatchConfig(t *testing.T) {
 	paths := config.FlagFields()
-	served := map[string]bool{}
+	flagged := map[string]bool{}
 	for _, spec := range flagSpecs {
 		path, ok := paths[spec.name]
 		if !ok {
 			t.Errorf("flag -%s sets no config field", spec.name)
 		}
-		served[path] = true
+		flagged[path] = true
 	}
 	for name, path := range paths {
-		if served[path] {
-			continue
+		if !flagged[path] {
+			t.Errorf("config flag field -%s (%s) is not a flag", name, path)
 		}
-		refused := false
-		for _, p := range notServedYet {
-			if path == p || strings.HasPrefix(path, p+".") {
-				refused = true
-			}
-		}
-		if !refused {
-			t.Errorf("config flag field -%s (%s) is neither a flag nor refused", name, path)
-		}
-	}
-}
-
-// TestEveryUnservedListIsChecked makes sure a list of sections added to a
-// feature not served yet is refused too, not silently ignored.
-func TestEveryUnservedListIsChecked(t *testing.T) {
-	for _, path := range config.Fields() {
-		list, isList := strings.CutSuffix(path, "[]")
-		if isList && !strings.Contains(list, "[]") && notServed(path) && sectionLists[list] == nil {
-			t.Errorf("%s: no entry in sectionLists", list)
-		}
-	}
-}
-
-// TestDefaultsFileLoads: a file spelling out every default is accepted.
-func TestDefaultsFileLoads(t *testing.T) {
-	cfg, err := config.Load("../../examples/config/default.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := checkServed(cfg); err != nil {
-		t.Fatalf("default.yaml refused: %v", err)
 	}
 }
 
@@ -100,9 +68,9 @@ func TestCommandLineErrors(t *testing.T) {
 	}{
 		{[]string{"-gearman-job-retries", "x"}, `command line: gearman.job_retries: want an integer, got "x"`},
 		{[]string{"-log-level", "loud"}, "log.level"},
-		{[]string{"-config", routed}, "routes.yaml:3:5: routes.beanstalk: not supported by this build yet"},
-		{[]string{"-config", bsUpstream}, "bs.yaml:4:11: backends[0].type: Beanstalk upstreams are not supported by this build yet"},
-		{[]string{"-config", routed, "-gearman-upstream", "127.0.0.1:4999"}, "routes.beanstalk"},
+		{[]string{"-config", routed, "-beanstalk-upstream", "127.0.0.1:11399"}, "-beanstalk-upstream: the config file already declares Beanstalk backends or routes"},
+		{[]string{"-config", bsUpstream, "-beanstalk-upstream", "127.0.0.1:11399"}, "-beanstalk-upstream: the config file already declares"},
+		{[]string{"-beanstalk-upstream", "127.0.0.1:11300,127.0.0.1:11300"}, "listed twice"},
 		{[]string{"-gearman-upstream", "127.0.0.1:4730,127.0.0.1:4730"}, "listed twice"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 	} {

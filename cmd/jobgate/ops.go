@@ -232,6 +232,8 @@ func limitsFrom(l config.Limits) proxy.Limits {
 		WriteTimeout:       l.WriteTimeout,
 		MaxReservedPerConn: l.MaxReservedPerConn,
 		WriteBufferLimit:   buf,
+		HandshakeTimeout:   l.HandshakeTimeout,
+		MaxHandshakes:      l.MaxHandshakes,
 	}
 }
 

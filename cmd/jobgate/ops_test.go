@@ -35,7 +35,8 @@ func TestLimitsFromConfig(t *testing.T) {
 	l.MaxConnectionsPerIP, l.IdleTimeout, l.ReadTimeout, l.MaxReservedPerConn = 3, 4, 5, 6
 	got := limitsFrom(l)
 	if got.MaxConns != 10000 || got.MaxConnsPerIP != 3 || got.IdleTimeout != 4 || got.ReadTimeout != 5 ||
-		got.WriteTimeout != l.WriteTimeout || got.MaxReservedPerConn != 6 || got.WriteBufferLimit != 16<<20 {
+		got.WriteTimeout != l.WriteTimeout || got.MaxReservedPerConn != 6 || got.WriteBufferLimit != 16<<20 ||
+		got.HandshakeTimeout != l.HandshakeTimeout || l.HandshakeTimeout == 0 || got.MaxHandshakes != 1000 {
 		t.Errorf("limitsFrom(%+v) = %+v", l, got)
 	}
 	l.WriteBufferLimit = 0

@@ -69,8 +69,8 @@ func protocolServices(name, plain, tlsAddr string, srv protocolServer, tm *tlsco
 }
 
 // tlsServer serves a protocol server on a TLS listener: handshakes run
-// before the server sees a connection (proxy.TLSListener), bounded by
-// proxy.DefaultHandshakeTimeout.
+// before the server sees a connection (proxy.TLSListener), under the
+// server's connection limits and limits.handshake_timeout.
 type tlsServer struct {
 	protocolServer
 	tm    *tlsconf.Manager

@@ -1,0 +1,306 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/proxy/tlsconf"
+	"github.com/jobgate/jobgate/routing"
+	"github.com/jobgate/jobgate/routing/upstream"
+)
+
+// BeanstalkGateway is the routing of a BeanstalkServer that is a gateway
+// (BeanstalkConfig.Gateway): which backend serves each tube, and how job
+// ids name their backend. Build it with NewBeanstalkGatewayFromConfig or by
+// hand from routing values; it is immutable once given to the server.
+//
+// What the gateway does per client connection (beanstalk_gateway_*.go):
+//   - use, watch, ignore, list-tube-used and list-tubes-watched are kept
+//     and answered by the gateway. The used tube is passed on at once to
+//     the backend the next put goes to, a watched tube to every backend of
+//     its pool (each backend session watches exactly the client's tubes it
+//     serves), and the reply waits for those backends, so the tubes exist
+//     where beanstalkd would have them by the time the client hears.
+//   - put goes to the used tube's pool: the first available backend in
+//     Pool.Order (the shard owner, else the next in hash order); a backend
+//     that cannot be opened is skipped for the next. INSERTED carries an id
+//     that names the backend (routing.IDMap).
+//   - reserve and reserve-with-timeout are served from every backend of
+//     every watched tube's pool (consumers drain every shard): first a job
+//     ready now, asking the backends in turn (starting one further each
+//     time); else a wait raced over all of them, where the first job wins,
+//     the other waits are cancelled, and a job a loser got goes back to
+//     ready with its priority at once.
+//   - reserve-job, delete, release, bury, touch, peek, kick-job and
+//     stats-job go to the backend the id names, with the backend's own id;
+//     an id no backend can hold is NOT_FOUND, as from beanstalkd.
+//   - peek-ready, peek-delayed and peek-buried ask every backend of the
+//     used tube's pool and answer the first found in hash order; kick kicks
+//     on them in that order until the bound is used up.
+//   - stats and list-tubes merge every routed backend's answer (counters
+//     summed, tubes listed once); stats-tube merges the tube's pool;
+//     pause-tube pauses the tube on every backend of its pool. With one
+//     backend the answer is passed on byte for byte.
+//   - Replies keep request order per connection (DESIGN decision 4); the
+//     commands of a pipelined batch are all sent before the first reply is
+//     awaited.
+//   - A backend session that fails answers each command waiting on it with
+//     INTERNAL_ERROR; the connection and its other backends go on, and the
+//     next command reopens the session through the backend's breaker (its
+//     reservations on that backend are then gone, as on any disconnect).
+//   - Closing the client connection closes every backend session, so every
+//     backend returns the connection's reservations to ready.
+//
+// Limits of this version:
+//   - A tube no rule routes (no default) gets INTERNAL_ERROR for put.
+//   - A reserve cancelled on an upstream (another backend won) leaves that
+//     upstream session busy until its reserve round ends (at most
+//     upstream.DefaultReserveRound); a job the round brings goes back to
+//     ready after it, so another worker may wait that long for it.
+//   - A put the codec refuses (EXPECTED_CRLF, JOB_TOO_BIG) is answered by
+//     the gateway and uses up no id on the backend, unlike beanstalkd.
+//   - Per-tube job metrics count the local engine's jobs only; commands
+//     through the gateway are counted by the server as usual.
+//   - A reserved job whose upstream id does not fit the client-visible id
+//     (routing.ErrIDOverflow) is released and the reserve answers
+//     INTERNAL_ERROR.
+//   - stats sums the servers' counters; process fields (pid, version,
+//     rusage, uptime, binlog, id, hostname) are the first routed backend's.
+//   - Upstream sessions are dialled on the connection's goroutine.
+//   - Shutdown closes client connections but does not interrupt a command
+//     waiting for an upstream's reply: that ends within the backend's I/O
+//     timeout (upstream.Config.IOTimeout).
+type BeanstalkGateway struct {
+	// Rules map tube names to pools. Required.
+	Rules *routing.Rules
+	// IDs encodes and decodes client-visible job ids; it must know every
+	// backend of Rules. When its only backend is id 0 (Passthrough), ids
+	// are not rewritten.
+	IDs *routing.IDMap
+	// DialTimeout bounds opening one upstream session for a command.
+	// Default 5s (the backends' own dial timeouts are usually shorter).
+	DialTimeout time.Duration
+
+	// health are the checkers NewBeanstalkGatewayFromConfig built, started
+	// and stopped with the server.
+	health []*routing.Health
+}
+
+// beanstalkGateway is a BeanstalkGateway serving one BeanstalkServer.
+type beanstalkGateway struct {
+	srv    *BeanstalkServer
+	cfg    BeanstalkGateway
+	routed []*routing.Backend // every backend some rule or the default reaches, local first
+}
+
+func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway) (*beanstalkGateway, error) {
+	if g.Rules == nil || g.IDs == nil {
+		return nil, errors.New("beanstalk gateway: Rules and IDs are required")
+	}
+	cfg := *g
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	gw := &beanstalkGateway{srv: s, cfg: cfg}
+	seen := map[*routing.Backend]bool{}
+	var local *routing.Backend
+	add := func(p *routing.Pool) {
+		if p == nil {
+			return
+		}
+		for _, b := range p.Backends() {
+			if seen[b] {
+				continue
+			}
+			seen[b] = true
+			if b.ID == routing.LocalID && b.Beanstalk == nil {
+				local = b
+				continue
+			}
+			if b.Beanstalk == nil {
+				continue
+			}
+			gw.routed = append(gw.routed, b)
+		}
+	}
+	for _, r := range cfg.Rules.Rules() {
+		add(r.Pool)
+	}
+	add(cfg.Rules.Default())
+	if local != nil {
+		gw.routed = append([]*routing.Backend{local}, gw.routed...)
+	}
+	for _, b := range gw.routed {
+		if _, err := cfg.IDs.Encode(b, 1); err != nil {
+			return nil, fmt.Errorf("beanstalk gateway: backend %q (id %d) is not in the id map", b.Name, b.ID)
+		}
+	}
+	for _, h := range cfg.health {
+		h.Start()
+	}
+	return gw, nil
+}
+
+func (gw *beanstalkGateway) stop() {
+	for _, h := range gw.cfg.health {
+		h.Stop()
+	}
+}
+
+// serves reports whether b can hold Beanstalk jobs for this gateway: the
+// local engine (id 0 without an opener) or an upstream.
+func serves(b *routing.Backend) bool {
+	return b != nil && (b.Beanstalk != nil || b.ID == routing.LocalID)
+}
+
+// openTimeout is the context for dialling one backend session.
+func (gw *beanstalkGateway) openTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), gw.cfg.DialTimeout)
+}
+
+// NewBeanstalkGatewayFromConfig builds the Beanstalk routing of c: the local
+// backend (id 0, the server's engine), an upstream.Beanstalk for every
+// backend of type beanstalk (with its TLS, timeouts, breaker and health
+// check), the pools whose members serve Beanstalk, and routes.beanstalk
+// with routes.beanstalk_default. c must have passed Validate. It returns
+// nil, nil when c names no beanstalk backend: the server stays a plain
+// local server, on the direct path. Breaker state and health go to m (nil:
+// not reported). The id map knows only the routed backends, so a
+// configuration whose routes all lead to the local engine keeps its ids.
+func NewBeanstalkGatewayFromConfig(c *config.Config, m *metrics.Metrics) (*BeanstalkGateway, error) {
+	limits := wire.Limits{MaxJobSize: c.Beanstalk.MaxJobSize.Int()}
+	byName := map[string]*routing.Backend{}
+	var health []*routing.Health
+	upstreams := 0
+	for _, cb := range c.AllBackends() {
+		switch {
+		case cb.Name == config.LocalName:
+			byName[cb.Name] = &routing.Backend{ID: routing.LocalID, Name: config.LocalName}
+		case cb.Type == config.TypeBeanstalk:
+			upstreams++
+			ucfg := upstream.BeanstalkConfig{
+				Config: upstream.Config{Addr: cb.Address, DialTimeout: cb.DialTimeout,
+					IOTimeout: cb.IOTimeout, KeepAlive: cb.Keepalive},
+				Limits: limits,
+			}
+			if cb.TLS.Enabled {
+				tc, err := tlsconf.ClientConfig(cb.TLS, cb.Address)
+				if err != nil {
+					return nil, fmt.Errorf("beanstalk backend %q: %w", cb.Name, err)
+				}
+				ucfg.TLS = tc
+			}
+			ub, err := upstream.NewBeanstalk(ucfg)
+			if err != nil {
+				return nil, fmt.Errorf("beanstalk backend %q: %w", cb.Name, err)
+			}
+			b := &routing.Backend{ID: cb.ID, Name: cb.Name, Beanstalk: ub}
+			var onBreaker func(string, routing.BreakerState, routing.BreakerState)
+			var onHealth func(bool)
+			if m != nil {
+				bs := m.Backend(cb.Name)
+				onBreaker = func(_ string, _, to routing.BreakerState) { bs.SetBreakerState(uint8(to)) }
+				onHealth = bs.SetUp
+			}
+			if cb.Breaker.Failures > 0 {
+				b.Breaker, err = routing.NewBreaker(routing.BreakerConfig{Name: cb.Name,
+					Failures: cb.Breaker.Failures, OpenTimeout: cb.Breaker.OpenTimeout,
+					HalfOpenRequests: cb.Breaker.HalfOpenRequests, OnStateChange: onBreaker})
+				if err != nil {
+					return nil, err
+				}
+			}
+			if cb.HealthInterval > 0 {
+				b.Health, err = routing.NewHealth(routing.HealthConfig{Probe: ub.Probe, Interval: cb.HealthInterval, OnChange: onHealth})
+				if err != nil {
+					return nil, err
+				}
+				health = append(health, b.Health)
+			}
+			byName[cb.Name] = b
+		}
+	}
+	if upstreams == 0 {
+		return nil, nil
+	}
+	pools := map[string]*routing.Pool{}
+	target := func(name string) (*routing.Pool, error) {
+		if p := pools[name]; p != nil {
+			return p, nil
+		}
+		var p *routing.Pool
+		var err error
+		if b := byName[name]; b != nil {
+			p, err = routing.NewPool(name, routing.Single, b)
+		} else if cp, ok := c.Pool(name); ok {
+			kind := map[string]routing.PoolKind{config.StrategySingle: routing.Single,
+				config.StrategyShard: routing.Shard, config.StrategyFailover: routing.Failover}[cp.Strategy]
+			var members []*routing.Backend
+			for _, m := range cp.Backends {
+				if b := byName[m]; b != nil {
+					members = append(members, b)
+				}
+			}
+			p, err = routing.NewPool(name, kind, members...)
+		} else {
+			return nil, fmt.Errorf("beanstalk route target %q is neither a beanstalk backend nor a pool", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		pools[name] = p
+		return p, nil
+	}
+	var rules []routing.Rule
+	for i, r := range c.Routes.Beanstalk {
+		p, err := target(r.Target())
+		if err != nil {
+			return nil, fmt.Errorf("routes.beanstalk[%d]: %w", i, err)
+		}
+		switch {
+		case r.Exact != "":
+			rules = append(rules, routing.Rule{Kind: routing.Exact, Pattern: r.Exact, Pool: p})
+		case r.Prefix != "":
+			rules = append(rules, routing.Rule{Kind: routing.Prefix, Pattern: r.Prefix, Pool: p})
+		default:
+			rules = append(rules, routing.Rule{Kind: routing.Glob, Pattern: r.Glob, Pool: p})
+		}
+	}
+	var def *routing.Pool
+	if c.Routes.BeanstalkDefault != "" {
+		var err error
+		if def, err = target(c.Routes.BeanstalkDefault); err != nil {
+			return nil, fmt.Errorf("routes.beanstalk_default: %w", err)
+		}
+	}
+	rt, err := routing.NewRules(rules, def)
+	if err != nil {
+		return nil, err
+	}
+	// The id map holds the routed backends only: an upstream no route
+	// reaches never hands out an id, and leaving it out keeps the local
+	// engine's ids unchanged when it is the only routed backend.
+	var routed []*routing.Backend
+	seen := map[*routing.Backend]bool{}
+	for _, p := range pools {
+		for _, b := range p.Backends() {
+			if !seen[b] {
+				seen[b] = true
+				routed = append(routed, b)
+			}
+		}
+	}
+	if len(routed) == 0 {
+		routed = append(routed, byName[config.LocalName])
+	}
+	ids, err := routing.NewIDMap(routed)
+	if err != nil {
+		return nil, err
+	}
+	return &BeanstalkGateway{Rules: rt, IDs: ids, health: health}, nil
+}

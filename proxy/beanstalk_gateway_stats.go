@@ -1,0 +1,52 @@
+package proxy
+
+import wire "github.com/jobgate/jobgate/codec/beanstalk"
+
+// serverCounters are the stats fields that add up across servers.
+func serverCounters(s *wire.ServerStats) []*uint64 {
+	return []*uint64{&s.CurrentJobsUrgent, &s.CurrentJobsReady, &s.CurrentJobsReserved,
+		&s.CurrentJobsDelayed, &s.CurrentJobsBuried, &s.CmdPut, &s.CmdPeek, &s.CmdPeekReady,
+		&s.CmdPeekDelayed, &s.CmdPeekBuried, &s.CmdReserve, &s.CmdReserveWithTimeout,
+		&s.CmdDelete, &s.CmdRelease, &s.CmdUse, &s.CmdWatch, &s.CmdIgnore, &s.CmdBury,
+		&s.CmdKick, &s.CmdTouch, &s.CmdStats, &s.CmdStatsJob, &s.CmdStatsTube,
+		&s.CmdListTubes, &s.CmdListTubeUsed, &s.CmdListTubesWatched, &s.CmdPauseTube,
+		&s.JobTimeouts, &s.TotalJobs, &s.CurrentConnections, &s.CurrentProducers,
+		&s.CurrentWorkers, &s.CurrentWaiting, &s.TotalConnections}
+}
+
+// addServerStats adds st to sum: counters summed, max-job-size the
+// smallest (what fits everywhere), draining if any is; the process fields
+// (pid, version, rusage, uptime, binlog, id, hostname, os, platform) stay
+// the first server's. first copies st.
+func addServerStats(sum, st *wire.ServerStats, first bool) {
+	if first {
+		*sum = *st
+		return
+	}
+	a, b := serverCounters(sum), serverCounters(st)
+	for i := range a {
+		*a[i] += *b[i]
+	}
+	sum.MaxJobSize = min(sum.MaxJobSize, st.MaxJobSize)
+	sum.Draining = sum.Draining || st.Draining
+}
+
+// addTubeStats adds st to sum as addServerStats does: counters summed,
+// the pause the longest.
+func addTubeStats(sum, st *wire.TubeStats, first bool) {
+	if first {
+		*sum = *st
+		return
+	}
+	a := []*uint64{&sum.CurrentJobsUrgent, &sum.CurrentJobsReady, &sum.CurrentJobsReserved,
+		&sum.CurrentJobsDelayed, &sum.CurrentJobsBuried, &sum.TotalJobs, &sum.CurrentUsing,
+		&sum.CurrentWatching, &sum.CurrentWaiting, &sum.CmdDelete, &sum.CmdPauseTube}
+	b := []*uint64{&st.CurrentJobsUrgent, &st.CurrentJobsReady, &st.CurrentJobsReserved,
+		&st.CurrentJobsDelayed, &st.CurrentJobsBuried, &st.TotalJobs, &st.CurrentUsing,
+		&st.CurrentWatching, &st.CurrentWaiting, &st.CmdDelete, &st.CmdPauseTube}
+	for i := range a {
+		*a[i] += *b[i]
+	}
+	sum.Pause = max(sum.Pause, st.Pause)
+	sum.PauseTimeLeft = max(sum.PauseTimeLeft, st.PauseTimeLeft)
+}
