@@ -248,6 +248,9 @@ func (s *gearmanSession) readLoop(r *gearman.Reader) {
 			break
 		}
 		s.ev.Packet(p)
+		if s.ev.Idle != nil && !r.FrameBuffered() {
+			s.ev.Idle()
+		}
 	}
 	if s.quiet.Load() || s.ev.Closed == nil {
 		return
