@@ -211,19 +211,19 @@ function ratio(key, a, b, f,   n, i, r, rs, out) {
 }
 END {
 	nw = split(ways, w, " ")
-	printf "%-18s %-9s %9s %8s %8s %10s %10s\n", "workload", "way", "ops/s", "p50 µs", "p99 µs", "server µs", "proxy µs"
+	printf "%-23s %-9s %9s %8s %8s %10s %10s\n", "workload", "way", "ops/s", "p50 µs", "p99 µs", "server µs", "proxy µs"
 	for (k = 1; k <= nk; k++) {
 		key = order[k]
 		for (i = 1; i <= nw; i++) {
 			if (vals[key, w[i], "ops_per_s"] == "") continue
-			printf "%-18s %-9s %9.0f %8.0f %8.0f %10.1f %10.1f\n", key, w[i], median(vals[key, w[i], "ops_per_s"]),
+			printf "%-23s %-9s %9.0f %8.0f %8.0f %10.1f %10.1f\n", key, w[i], median(vals[key, w[i], "ops_per_s"]),
 				median(vals[key, w[i], "p50_us"]), median(vals[key, w[i], "p99_us"]),
 				median(vals[key, w[i], "server_cpu_us"]), median(vals[key, w[i], "proxy_cpu_us"])
 		}
 		hp = "haproxy1"
 		if (median(vals[key, "haproxyN", "ops_per_s"]) > median(vals[key, "haproxy1", "ops_per_s"])) hp = "haproxyN"
 		if (vals[key, hp, "ops_per_s"] == "" || vals[key, "jobgate", "ops_per_s"] == "") continue
-		printf "%-18s ratios vs %s: throughput jobgate/%s %.2fx, jobgate/direct %.2fx, %s/direct %.2fx; p99 %s/jobgate %.2fx\n",
+		printf "%-23s ratios vs %s: throughput jobgate/%s %.2fx, jobgate/direct %.2fx, %s/direct %.2fx; p99 %s/jobgate %.2fx\n",
 			key, hp, hp, ratio(key, "jobgate", hp, "ops_per_s"), ratio(key, "jobgate", "direct", "ops_per_s"),
 			hp, ratio(key, hp, "direct", "ops_per_s"), hp, ratio(key, hp, "jobgate", "p99_us")
 	}
