@@ -176,6 +176,7 @@ func (s *gwSession) session(b *routing.Backend) (*gwBackend, error) {
 	conn, err := b.OpenGearman(ctx, routing.GearmanEvents{
 		Packet: func(p *codec.Packet) { s.deliver(bs, p) },
 		Closed: func(err error) { s.lost(bs, err); s.afterAsync() },
+		Idle:   s.afterAsync,
 	})
 	cancel()
 	if err != nil {
@@ -482,9 +483,8 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 	}
 	s.flushFIFOLocked()
 	s.mu.Unlock()
-	if bs.local == nil {
-		s.afterAsync()
-	}
+	// An upstream session's reader calls afterAsync once its batch is
+	// delivered (GearmanEvents.Idle).
 }
 
 // writeLocked writes an async packet from b to the client now.

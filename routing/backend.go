@@ -93,6 +93,10 @@ type GearmanEvents struct {
 	// lost, I/O timeout, garbage from the backend), after the last Packet,
 	// with a *TransportError. It is not called after Close. May be nil.
 	Closed func(err error)
+	// Idle, when set, is called after a Packet when no further whole
+	// packet is buffered: the moment to flush what the packets delivered
+	// so far produced, once per batch rather than once per packet.
+	Idle func()
 }
 
 // GearmanBackend opens Gearman sessions: one per client session that

@@ -46,6 +46,8 @@ type beanstalkBenchConfig struct {
 	prefill   int64
 	tube      string
 	keep      bool
+	pid       int
+	proxyPID  int
 }
 
 // beanstalkBench is one run against one server.
@@ -80,6 +82,8 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.prefill, "prefill", 200000, "jobs put before reserve-delete runs (without -n)")
 	fs.StringVar(&cfg.tube, "tube", "jobgate-bench", "tube to use")
 	fs.BoolVar(&cfg.keep, "keep", false, "leave the jobs a run put in the server (to measure its memory) instead of deleting them")
+	fs.IntVar(&cfg.pid, "pid", 0, "server process id: report its CPU time per job (Linux; without -compare)")
+	fs.IntVar(&cfg.proxyPID, "proxy-pid", 0, "process id of a proxy between generator and server: report its CPU time per job too (Linux; without -compare)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -88,6 +92,10 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.conns < 1 || cfg.producers < 1 || cfg.consumers < 1 || cfg.bodySize < 0 || cfg.pipeline < 1 || cfg.rounds < 1 || !wire.ValidName([]byte(cfg.tube)) {
 		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -conns, -producers, -consumers, -pipeline, -rounds must be positive, -body-size not negative, -tube a valid name")
+		return 2
+	}
+	if cfg.compare != "" && (cfg.pid > 0 || cfg.proxyPID > 0) {
+		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -pid and -proxy-pid measure one server; they do not go with -compare")
 		return 2
 	}
 	addrs := []string{cfg.addr}
@@ -136,6 +144,9 @@ type beanstalkResult struct {
 	elapsed time.Duration
 	lat     []time.Duration // one per unit of work of the main workers
 	putLat  []time.Duration // one per put of the cycle's producers
+	// CPU time the server and proxy (-pid, -proxy-pid) spent over the
+	// measured span, prefill and cleanup excluded.
+	serverCPU, proxyCPU time.Duration
 }
 
 func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
@@ -151,18 +162,33 @@ func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
 	if b.workload == "cycle" {
 		fmt.Fprintf(w, "%s\n", percentiles("put", r.putLat))
 	}
+	// One line for scripts: rate, latencies of the unit of work in µs, CPU
+	// per job in µs.
+	perJob := func(d time.Duration) float64 {
+		if r.jobs == 0 {
+			return 0
+		}
+		return float64(d.Nanoseconds()) / 1e3 / float64(r.jobs)
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	fmt.Fprintf(w, "result ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f proxy_cpu_us=%.2f\n",
+		float64(r.jobs)/r.elapsed.Seconds(), us(pct(r.lat, 0.50)), us(pct(r.lat, 0.99)), perJob(r.serverCPU), perJob(r.proxyCPU))
 }
 
 // percentiles formats the p50 and p99 of lat.
 func percentiles(unit string, lat []time.Duration) string {
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration {
-		if len(lat) == 0 {
-			return 0
-		}
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	return fmt.Sprintf("%s p50=%s p99=%s", unit, fmtLatency(pct(lat, 0.50)), fmtLatency(pct(lat, 0.99)))
+}
+
+// pct returns the p quantile of lat, sorting it in place.
+func pct(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
 	}
-	return fmt.Sprintf("%s p50=%s p99=%s", unit, fmtLatency(pct(0.50)), fmtLatency(pct(0.99)))
+	if !slices.IsSorted(lat) {
+		slices.Sort(lat)
+	}
+	return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 }
 
 func fmtLatency(d time.Duration) string {
@@ -216,13 +242,16 @@ func (b *beanstalkBench) runWorkers(n int, work, producer func(*beanstalkClient,
 		defer c.nc.Close()
 		clients[i] = c
 	}
+	server0, proxy0 := cpuTime(b.pid), cpuTime(b.proxyPID)
 	start := time.Now()
-	var stopAt atomic.Int64
+	var stopAt, serverAtStop, proxyAtStop atomic.Int64
 	if b.n == 0 {
 		go func() {
 			time.Sleep(b.duration)
 			b.doneByStop.Store(b.done.Load())
 			stopAt.Store(int64(time.Since(start)))
+			serverAtStop.Store(int64(cpuTime(b.pid)))
+			proxyAtStop.Store(int64(cpuTime(b.proxyPID)))
 			b.stop.Store(true)
 		}()
 	}
@@ -242,10 +271,13 @@ func (b *beanstalkBench) runWorkers(n int, work, producer func(*beanstalkClient,
 			return nil, err
 		}
 	}
-	res := &beanstalkResult{jobs: b.done.Load(), elapsed: time.Since(start)}
+	res := &beanstalkResult{jobs: b.done.Load(), elapsed: time.Since(start),
+		serverCPU: cpuTime(b.pid) - server0, proxyCPU: cpuTime(b.proxyPID) - proxy0}
 	switch {
 	case b.n == 0 && b.stop.Load():
 		res.jobs, res.elapsed = b.doneByStop.Load(), time.Duration(stopAt.Load())
+		res.serverCPU = time.Duration(serverAtStop.Load()) - server0
+		res.proxyCPU = time.Duration(proxyAtStop.Load()) - proxy0
 	case b.n > 0 && b.endAt.Load() > 0:
 		res.elapsed = time.Duration(b.endAt.Load() - start.UnixNano())
 	}

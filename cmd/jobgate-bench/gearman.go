@@ -34,6 +34,7 @@ type gearmanBench struct {
 	bodySize   int
 	function   string
 	pid        int
+	proxyPID   int
 	loops      int
 	goroutines bool
 
@@ -59,6 +60,7 @@ func runGearman(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&b.loops, "loops", 1, "event loops (goroutines on their own epoll) sharing the connections")
 	fs.BoolVar(&b.goroutines, "goroutines", false, "drive each connection from its own goroutine instead of event loops")
 	fs.IntVar(&b.pid, "pid", 0, "server process id: report its RSS growth and CPU time per operation (Linux)")
+	fs.IntVar(&b.proxyPID, "proxy-pid", 0, "process id of a proxy between generator and server: report its CPU time per operation too (Linux)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -111,6 +113,7 @@ type workerStats struct {
 
 func (b *gearmanBench) run(stdout io.Writer) error {
 	rss0, cpu0 := rssBytes(b.pid), cpuTime(b.pid)
+	proxy0 := cpuTime(b.proxyPID)
 	self0 := selfCPU()
 	var all []net.Conn
 	defer func() {
@@ -195,10 +198,16 @@ func (b *gearmanBench) run(stdout io.Writer) error {
 		fmt.Fprintf(stdout, "server rss: %d -> %d bytes, %.0f bytes/op; server cpu: %v, %.1fµs/op\n",
 			rss0, rss1, float64(rss1-rss0)/float64(ops), cpu1-cpu0, serverCPU)
 	}
+	proxyCPU := 0.0
+	if b.proxyPID > 0 {
+		d := cpuTime(b.proxyPID) - proxy0
+		proxyCPU = perOp(d)
+		fmt.Fprintf(stdout, "proxy cpu: %v, %.1fµs/op\n", d, proxyCPU)
+	}
 	// One line for scripts: rate, latencies in µs, CPU per operation in µs.
-	fmt.Fprintf(stdout, "summary ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f gen_cpu_us=%.2f\n",
+	fmt.Fprintf(stdout, "summary ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f gen_cpu_us=%.2f proxy_cpu_us=%.2f\n",
 		rate, float64(h.quantile(0.50).Nanoseconds())/1e3, float64(h.quantile(0.99).Nanoseconds())/1e3,
-		serverCPU, perOp(self))
+		serverCPU, perOp(self), proxyCPU)
 	return nil
 }
 

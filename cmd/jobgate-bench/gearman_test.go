@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +39,7 @@ func TestGearmanWorkloads(t *testing.T) {
 		{"bg", "jobs=300 ", []string{"-goroutines"}},
 		{"echo", "echoes=300 ", []string{"-window", "5"}},
 		{"echo", "echoes=300 ", []string{"-goroutines"}},
+		{"bg", "proxy_cpu_us=", []string{"-proxy-pid", strconv.Itoa(os.Getpid())}},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"-addr", l.Addr().String(), "-workload", tc.workload, "-n", "300", "-clients", "4", "-body-size", "10"}, tc.flags...)

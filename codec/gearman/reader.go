@@ -185,6 +185,24 @@ func (r *Reader) Limits() Limits { return r.lim }
 // can be answered without waiting for the peer.
 func (r *Reader) Buffered() int { return r.w - r.r }
 
+// FrameBuffered reports whether a whole frame is buffered, so the next
+// ReadFrame returns without reading from the connection. A relay flushes
+// what it forwarded when this is false: a partial frame may wait on the
+// peer for as long as the peer likes.
+func (r *Reader) FrameBuffered() bool {
+	if r.fatal != nil || r.skip > 0 || r.skipLine || r.r == r.w {
+		return false
+	}
+	b := r.buf[r.r:r.w]
+	if b[0] != 0 {
+		return bytes.IndexByte(b, '\n') >= 0
+	}
+	if len(b) < HeaderSize {
+		return false
+	}
+	return int64(len(b)-HeaderSize) >= int64(binary.BigEndian.Uint32(b[8:]))
+}
+
 // ReadFrame reads the next frame. Whether it is binary or text is decided by
 // its first byte, as gearmand does: NUL starts a binary packet, anything else
 // an admin line ending in "\n". Both may be mixed on one connection.

@@ -75,7 +75,8 @@ type gearmanSession struct {
 
 	mu          sync.Mutex
 	outstanding int       // requests sent whose reply has not come; guarded by mu
-	deadline    time.Time // the read deadline in force; guarded by mu
+	deadline    time.Time // when the replies outstanding are late; guarded by mu
+	applied     time.Time // the read deadline set on the socket (none: zero); guarded by mu
 	err         error     // why the session ended, first cause only; guarded by mu
 }
 
@@ -110,9 +111,10 @@ func (s *gearmanSession) Send(p *gearman.Packet) error {
 	if err := s.failed(); err != nil {
 		return err
 	}
-	if s.cfg.IOTimeout > 0 {
-		// A large argument goes straight to the socket, so Send can block
-		// on a stalled server too.
+	if s.cfg.IOTimeout > 0 && wireSize(p) > s.w.Available() {
+		// A packet the buffer cannot take goes (partly) straight to the
+		// socket, so Send can block on a stalled server too; one that fits
+		// is written by Flush, which sets its own deadline.
 		_ = s.nc.SetWriteDeadline(s.cfg.ioDeadline(0))
 	}
 	if err := s.w.WritePacket(p.Magic, p.Type, p.Args...); err != nil {
@@ -181,18 +183,36 @@ func (s *gearmanSession) fail(op string, cause error) error {
 	return err
 }
 
-// armLocked sets the read deadline for the replies outstanding now: one
-// IOTimeout from now, or none. s.mu is held.
+// wireSize is p's encoded length.
+func wireSize(p *gearman.Packet) int {
+	n := gearman.HeaderSize
+	for i, a := range p.Args {
+		if i > 0 {
+			n++ // the NUL between arguments
+		}
+		n += len(a)
+	}
+	return n
+}
+
+// armLocked moves the deadline for the replies outstanding now: one
+// IOTimeout from now, or none. The socket's read deadline is set only when
+// none is in force: an earlier one that fires finds the reply not late
+// (late) and sets the current one then, which costs one wake-up per
+// IOTimeout instead of a SetReadDeadline per reply. s.mu is held.
 func (s *gearmanSession) armLocked() {
 	if s.cfg.IOTimeout == 0 {
 		return
 	}
-	if s.outstanding > 0 {
-		s.deadline = s.cfg.ioDeadline(0)
-	} else {
+	if s.outstanding == 0 {
 		s.deadline = time.Time{}
+		return
 	}
-	_ = s.nc.SetReadDeadline(s.deadline)
+	s.deadline = s.cfg.ioDeadline(0)
+	if s.applied.IsZero() {
+		s.applied = s.deadline
+		_ = s.nc.SetReadDeadline(s.deadline)
+	}
 }
 
 // late decides what a read timeout means: true when a reply is overdue;
@@ -208,6 +228,7 @@ func (s *gearmanSession) late() bool {
 	if s.outstanding == 0 {
 		s.deadline = time.Time{}
 	}
+	s.applied = s.deadline
 	_ = s.nc.SetReadDeadline(s.deadline)
 	return false
 }
@@ -248,6 +269,9 @@ func (s *gearmanSession) readLoop(r *gearman.Reader) {
 			break
 		}
 		s.ev.Packet(p)
+		if s.ev.Idle != nil && !r.FrameBuffered() {
+			s.ev.Idle()
+		}
 	}
 	if s.quiet.Load() || s.ev.Closed == nil {
 		return

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/proxy"
+)
+
+// TestBeanstalkResultLine runs every workload against jobgate's engine and
+// checks the line scripts read: a positive rate, latencies, and CPU fields
+// (this process stands in for server and proxy).
+func TestBeanstalkResultLine(t *testing.T) {
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	pid := strconv.Itoa(os.Getpid())
+	line := regexp.MustCompile(`(?m)^result ops_per_s=([0-9]+) p50_us=[0-9.]+ p99_us=[0-9.]+ server_cpu_us=[0-9.]+ proxy_cpu_us=[0-9.]+$`)
+	for _, wl := range []string{"put", "pipelined-put", "reserve-delete", "cycle"} {
+		var out, errb bytes.Buffer
+		args := []string{"-addr", l.Addr().String(), "-workload", wl, "-n", "300", "-conns", "2",
+			"-producers", "2", "-consumers", "2", "-pipeline", "10", "-pid", pid, "-proxy-pid", pid}
+		if code := runBeanstalk(args, &out, &errb); code != 0 {
+			t.Fatalf("%s: code %d\nstdout: %s\nstderr: %s", wl, code, out.String(), errb.String())
+		}
+		m := line.FindStringSubmatch(out.String())
+		if m == nil || m[1] == "0" {
+			t.Fatalf("%s: no result line with a rate in\n%s", wl, out.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := runBeanstalk([]string{"-compare", "127.0.0.1:1", "-pid", pid}, &out, &errb); code != 2 {
+		t.Fatalf("-pid with -compare: code %d, want 2", code)
+	}
+}
