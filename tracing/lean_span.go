@@ -51,8 +51,12 @@ type leanSpan struct {
 
 	lt *leanTracer
 
-	mu    sync.Mutex
-	ended bool
+	mu  sync.Mutex
+	gen uint32 // bumped when recycled; handles carry it (lean_recycle.go)
+	// ended: no more changes; pinned: handed out as a bare trace.Span,
+	// so never recycled.
+	ended  bool
+	pinned bool
 	// Small fields together, so the record packs into fewer words.
 	linkParent bool
 	has        uint8 // which optional numeric attributes are set
@@ -152,16 +156,15 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 		cfg.TraceFlags = parent.TraceFlags() &^ trace.FlagsSampled
 		return unsampledSpan{sc: trace.NewSpanContext(cfg)}
 	}
-	return &leanSpan{
-		lt:       lt,
-		sc:       trace.NewSpanContext(cfg),
-		parent:   parent,
-		kind:     kind,
-		name:     name,
-		nameDest: nameDest,
-		start:    start.UnixNano(),
-		system:   lt.system,
-	}
+	s := newLeanSpan()
+	s.lt = lt
+	s.sc = trace.NewSpanContext(cfg)
+	s.parent = parent
+	s.kind = kind
+	s.name, s.nameDest = name, nameDest
+	s.start = start.UnixNano()
+	s.system = lt.system
+	return s
 }
 
 // setMessage sets the attributes of m that the SDK path sets through
@@ -169,9 +172,13 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 func (s *leanSpan) setMessage(opType string, m *Message, body bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return
+	if !s.ended {
+		s.setMessageLocked(opType, m, body)
 	}
+}
+
+// setMessageLocked is setMessage with s locked and open.
+func (s *leanSpan) setMessageLocked(opType string, m *Message, body bool) {
 	s.opType = opType
 	if m.Operation != "" {
 		s.opName = m.Operation
@@ -228,8 +235,8 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 }
 
 // process starts a process span on the lean path; see
-// Tracer.StartProcess.
-func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (context.Context, trace.Span) {
+// Tracer.StartProcess. The span is a *leanSpan when recorded.
+func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) trace.Span {
 	parent := trace.SpanContextFromContext(ctx)
 	if c.IsValid() {
 		parent = c.SpanContext()
@@ -243,16 +250,20 @@ func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (cont
 			s.addEvent(EventRetry, start, AttrAttempt.Int(m.Attempt))
 		}
 	}
-	return trace.ContextWithSpan(ctx, span), span
+	return span
 }
 
 // addEvent records an event without the API's option boxing.
 func (s *leanSpan) addEvent(name string, at time.Time, attrs ...attribute.KeyValue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return
+	if !s.ended {
+		s.addEventLocked(name, at, attrs)
 	}
+}
+
+// addEventLocked is addEvent with s locked and open.
+func (s *leanSpan) addEventLocked(name string, at time.Time, attrs []attribute.KeyValue) {
 	e := leanEvent{name: name, time: at}
 	e.n = copy(e.attrs[:], attrs)
 	if len(attrs) > e.n {
