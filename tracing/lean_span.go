@@ -223,15 +223,23 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	if c.IsValid() {
 		parent = c.SpanContext()
 	}
-	span := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, startTime(m))
+	// One clock reading serves as the end, the queue wait's reference and,
+	// without m.Start, the start: reading the clock is a good part of a
+	// span's cost.
+	now := time.Now()
+	start := m.Start
+	if start.IsZero() {
+		start = now
+	}
+	span := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, start)
 	s, ok := span.(*leanSpan)
 	if !ok {
 		return
 	}
 	s.setMessage(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
-	s.setDelivery(m, time.Now())
+	s.setDelivery(m, now)
 	s.linkParent = c.IsValid()
-	s.End()
+	s.endAt(now)
 }
 
 // process starts a process span on the lean path; see
@@ -281,6 +289,11 @@ func (s *leanSpan) End(options ...trace.SpanEndOption) {
 			end = ts
 		}
 	}
+	s.endAt(end)
+}
+
+// endAt ends the span at end and queues it; later calls do nothing.
+func (s *leanSpan) endAt(end time.Time) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
