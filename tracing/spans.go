@@ -468,33 +468,43 @@ func (p Process) SpanContext() trace.SpanContext {
 	return p.span.SpanContext()
 }
 
-func (p Process) event(name string, attrs ...attribute.KeyValue) {
+// event records an event with n (0 to 2) of a0 and a1 as attributes.
+// Not variadic: on the lean path the attributes then stay on the stack.
+func (p Process) event(name string, n int, a0, a1 attribute.KeyValue) {
 	if ls, ok := p.span.(*leanSpan); ok {
-		ls.event(p.gen, name, time.Now(), attrs...)
+		attrs := [2]attribute.KeyValue{a0, a1}
+		ls.event(p.gen, name, time.Now(), attrs[:n]...)
 		return
 	}
 	if p.span != nil {
-		p.span.AddEvent(name, trace.WithAttributes(attrs...))
+		sdkEvent(p.span, name, n, a0, a1)
 	}
+}
+
+// sdkEvent is Process.event on the SDK path, apart so that its slice,
+// which escapes there, is not allocated on the lean path.
+func sdkEvent(span trace.Span, name string, n int, a0, a1 attribute.KeyValue) {
+	attrs := []attribute.KeyValue{a0, a1}
+	span.AddEvent(name, trace.WithAttributes(attrs[:n]...))
 }
 
 // Status records a WORK_STATUS event with its progress fraction.
 func (p Process) Status(numerator, denominator string) {
-	p.event(EventWorkStatus, AttrNumerator.String(numerator), AttrDenominator.String(denominator))
+	p.event(EventWorkStatus, 2, AttrNumerator.String(numerator), AttrDenominator.String(denominator))
 }
 
 // Data records a WORK_DATA event carrying size bytes.
 func (p Process) Data(size int) {
-	p.event(EventWorkData, semconv.MessagingMessageBodySize(size))
+	p.event(EventWorkData, 1, semconv.MessagingMessageBodySize(size), attribute.KeyValue{})
 }
 
 // Warning records a WORK_WARNING event carrying size bytes.
 func (p Process) Warning(size int) {
-	p.event(EventWorkWarning, semconv.MessagingMessageBodySize(size))
+	p.event(EventWorkWarning, 1, semconv.MessagingMessageBodySize(size), attribute.KeyValue{})
 }
 
 // Touch records a touch event: the worker asked for more time.
-func (p Process) Touch() { p.event(EventTouch) }
+func (p Process) Touch() { p.event(EventTouch, 0, attribute.KeyValue{}, attribute.KeyValue{}) }
 
 // Complete ends the span as successful (WORK_COMPLETE, delete).
 func (p Process) Complete() {
@@ -515,7 +525,7 @@ func (p Process) Release(priority uint32, delay time.Duration) {
 	if p.span == nil {
 		return
 	}
-	p.event(EventRelease, AttrPriority.Int64(int64(priority)), AttrDelay.Int64(delay.Milliseconds()))
+	p.event(EventRelease, 2, AttrPriority.Int64(int64(priority)), AttrDelay.Int64(delay.Milliseconds()))
 	p.end(AttrOutcome.String(OutcomeReleased), false, "")
 }
 
@@ -525,7 +535,7 @@ func (p Process) Bury(priority uint32) {
 	if p.span == nil {
 		return
 	}
-	p.event(EventBury, AttrPriority.Int64(int64(priority)))
+	p.event(EventBury, 1, AttrPriority.Int64(int64(priority)), attribute.KeyValue{})
 	p.end(AttrOutcome.String(OutcomeBuried), true, EventBury)
 }
 
@@ -536,7 +546,7 @@ func (p Process) TTRExpired() {
 	if p.span == nil {
 		return
 	}
-	p.event(EventTTRExpired)
+	p.event(EventTTRExpired, 0, attribute.KeyValue{}, attribute.KeyValue{})
 	p.end(AttrOutcome.String(OutcomeTTRExpired), true, OutcomeTTRExpired)
 }
 
