@@ -19,7 +19,8 @@ import (
 // The lean path. A Provider's Tracers record jobgate's own job spans (send,
 // receive, process) without the SDK: each span is one fixed-layout record
 // whose messaging attributes are typed fields, so starting, describing and
-// ending it costs one allocation and no attribute boxing. Ended records go
+// ending it boxes no attribute, and records are recycled once exported
+// (lean_recycle.go), so it allocates nothing either. Ended records go
 // to a bounded queue (lean_export.go) and are encoded as OTLP protobuf
 // directly (lean_encode.go). The SDK still serves everything else: command
 // spans, and any library given Provider.TracerProvider. Sampling, ids and
