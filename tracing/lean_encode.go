@@ -87,7 +87,6 @@ type leanEncoder struct {
 	scope     []byte // InstrumentationScope message body
 	scopeURL  string
 
-	span  []byte
 	spans []byte
 	out   []byte
 }
@@ -114,9 +113,7 @@ func newLeanEncoder(res *resource.Resource, scope instrumentation.Scope) leanEnc
 func (e *leanEncoder) encode(spans []*leanSpan) []byte {
 	e.spans = e.spans[:0]
 	for _, s := range spans {
-		e.span = appendSpan(e.span[:0], s)
-		e.spans = protowire.AppendTag(e.spans, fSSSpans, protowire.BytesType)
-		e.spans = protowire.AppendBytes(e.spans, e.span)
+		e.spans = appendSpanField(e.spans, s)
 	}
 	b := e.out[:0]
 	b = protowire.AppendTag(b, fRSResource, protowire.BytesType)
@@ -133,6 +130,29 @@ func (e *leanEncoder) encode(spans []*leanSpan) []byte {
 	b = appendString(b, fSSSchemaURL, e.scopeURL)
 	b = appendString(b, fRSSchemaURL, e.resSchema)
 	e.out = b
+	return b
+}
+
+// appendSpanField appends s as a ScopeSpans.spans field. The span is
+// encoded in place after room for a two-byte length, which nearly every
+// span needs (128 bytes to 16 KiB), so it is not copied; otherwise it is
+// moved to fit its length.
+func appendSpanField(b []byte, s *leanSpan) []byte {
+	const room = 2
+	b = protowire.AppendTag(b, fSSSpans, protowire.BytesType)
+	at := len(b)
+	b = appendSpan(append(b, make([]byte, room)...), s)
+	n := len(b) - at - room
+	k := protowire.SizeVarint(uint64(n))
+	switch {
+	case k < room:
+		copy(b[at+k:], b[at+room:])
+		b = b[:at+k+n]
+	case k > room:
+		b = append(b, make([]byte, k-room)...)
+		copy(b[at+k:], b[at+room:at+room+n])
+	}
+	protowire.AppendVarint(b[at:at], uint64(n))
 	return b
 }
 
@@ -275,6 +295,17 @@ func appendBytes(b []byte, field protowire.Number, v []byte) []byte {
 // hold: one bad Gearman function name would otherwise make the collector
 // reject the whole batch.
 func validString(s string) string {
+	// Nearly every string is short ASCII, which this loop, inlined, clears
+	// faster than a call.
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return validUTF8(s)
+		}
+	}
+	return s
+}
+
+func validUTF8(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}
