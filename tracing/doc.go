@@ -72,8 +72,10 @@
 // # Two span paths
 //
 // The job spans a [Provider]'s Tracers make (send, receive, process) take a
-// lean path (lean_*.go): one fixed-layout record per span, the messaging
-// attributes as typed fields, a bounded queue of their own, and a
+// lean path (lean_*.go): one fixed-layout record per span, recycled once
+// exported (the Send and Process handles carry a generation, so a handle
+// used after its span ended does nothing), the messaging attributes as
+// typed fields, a bounded queue of their own, and a
 // background goroutine that encodes each batch as OTLP protobuf directly
 // and uploads it with the OTLP exporters' own clients (so the exporter
 // environment variables, TLS, retries and compression apply). It costs a

@@ -248,3 +248,19 @@ func TestLeanSamplerMatchesSDK(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanEncodingSpanSizes: spans whose length takes one, two and three
+// bytes are encoded in place right, in one batch, in every order.
+func TestLeanEncodingSpanSizes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	tiny := &leanSpan{name: "t", sc: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}), ended: true}
+	mid := testSpan(r, "process", "f", "H:1", "k", "v", 5, false, 0)
+	huge := testSpan(r, "process", "f", "H:2", "k", strings.Repeat("v", 40000), 6, true, 1)
+	var b []byte
+	for _, s := range []*leanSpan{tiny, mid, huge} {
+		if n := len(appendSpan(b[:0], s)); (s == tiny) != (n < 128) || (s == huge) != (n >= 16384) {
+			t.Fatalf("span of %d bytes is not the size meant", n)
+		}
+	}
+	checkEncoding(t, []*leanSpan{tiny, mid, huge, tiny, huge, mid, mid, tiny})
+}

@@ -99,7 +99,8 @@ func envMillis(name string, def time.Duration) time.Duration {
 // enqueue admits an ended span for export, or drops and counts it.
 func (p *leanPipe) enqueue(s *leanSpan) {
 	if p.closed.Load() {
-		return // ended after Shutdown: never exported, as documented
+		s.recycle() // ended after Shutdown: never exported, as documented
+		return
 	}
 	if p.sync {
 		p.syncMu.Lock()
@@ -111,6 +112,7 @@ func (p *leanPipe) enqueue(s *leanSpan) {
 	if len(p.queue) >= p.limit {
 		p.mu.Unlock()
 		p.dropped.Add(1)
+		s.recycle()
 		return
 	}
 	p.queue = append(p.queue, s)
@@ -167,6 +169,10 @@ func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
 	if err := p.sink.upload(ctx, body, len(spans)); err != nil {
 		p.failed.Add(uint64(len(spans)))
 		otel.Handle(err)
+	}
+	// Encoded: the records can serve new spans (lean_recycle.go).
+	for _, s := range spans {
+		s.recycle()
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 // The lean path. A Provider's Tracers record jobgate's own job spans (send,
 // receive, process) without the SDK: each span is one fixed-layout record
 // whose messaging attributes are typed fields, so starting, describing and
-// ending it costs one allocation and no attribute boxing. Ended records go
+// ending it boxes no attribute, and records are recycled once exported
+// (lean_recycle.go), so it allocates nothing either. Ended records go
 // to a bounded queue (lean_export.go) and are encoded as OTLP protobuf
 // directly (lean_encode.go). The SDK still serves everything else: command
 // spans, and any library given Provider.TracerProvider. Sampling, ids and
@@ -51,8 +52,12 @@ type leanSpan struct {
 
 	lt *leanTracer
 
-	mu    sync.Mutex
-	ended bool
+	mu  sync.Mutex
+	gen uint32 // bumped when recycled; handles carry it (lean_recycle.go)
+	// ended: no more changes; pinned: handed out as a bare trace.Span,
+	// so never recycled.
+	ended  bool
+	pinned bool
 	// Small fields together, so the record packs into fewer words.
 	linkParent bool
 	has        uint8 // which optional numeric attributes are set
@@ -152,16 +157,15 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 		cfg.TraceFlags = parent.TraceFlags() &^ trace.FlagsSampled
 		return unsampledSpan{sc: trace.NewSpanContext(cfg)}
 	}
-	return &leanSpan{
-		lt:       lt,
-		sc:       trace.NewSpanContext(cfg),
-		parent:   parent,
-		kind:     kind,
-		name:     name,
-		nameDest: nameDest,
-		start:    start.UnixNano(),
-		system:   lt.system,
-	}
+	s := newLeanSpan()
+	s.lt = lt
+	s.sc = trace.NewSpanContext(cfg)
+	s.parent = parent
+	s.kind = kind
+	s.name, s.nameDest = name, nameDest
+	s.start = start.UnixNano()
+	s.system = lt.system
+	return s
 }
 
 // setMessage sets the attributes of m that the SDK path sets through
@@ -169,9 +173,13 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 func (s *leanSpan) setMessage(opType string, m *Message, body bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return
+	if !s.ended {
+		s.setMessageLocked(opType, m, body)
 	}
+}
+
+// setMessageLocked is setMessage with s locked and open.
+func (s *leanSpan) setMessageLocked(opType string, m *Message, body bool) {
 	s.opType = opType
 	if m.Operation != "" {
 		s.opName = m.Operation
@@ -216,20 +224,28 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	if c.IsValid() {
 		parent = c.SpanContext()
 	}
-	span := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, startTime(m))
+	// One clock reading serves as the end, the queue wait's reference and,
+	// without m.Start, the start: reading the clock is a good part of a
+	// span's cost.
+	now := time.Now()
+	start := m.Start
+	if start.IsZero() {
+		start = now
+	}
+	span := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, start)
 	s, ok := span.(*leanSpan)
 	if !ok {
 		return
 	}
 	s.setMessage(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
-	s.setDelivery(m, time.Now())
+	s.setDelivery(m, now)
 	s.linkParent = c.IsValid()
-	s.End()
+	s.endAt(now)
 }
 
 // process starts a process span on the lean path; see
-// Tracer.StartProcess.
-func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (context.Context, trace.Span) {
+// Tracer.StartProcess. The span is a *leanSpan when recorded.
+func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) trace.Span {
 	parent := trace.SpanContextFromContext(ctx)
 	if c.IsValid() {
 		parent = c.SpanContext()
@@ -243,16 +259,20 @@ func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (cont
 			s.addEvent(EventRetry, start, AttrAttempt.Int(m.Attempt))
 		}
 	}
-	return trace.ContextWithSpan(ctx, span), span
+	return span
 }
 
 // addEvent records an event without the API's option boxing.
 func (s *leanSpan) addEvent(name string, at time.Time, attrs ...attribute.KeyValue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return
+	if !s.ended {
+		s.addEventLocked(name, at, attrs)
 	}
+}
+
+// addEventLocked is addEvent with s locked and open.
+func (s *leanSpan) addEventLocked(name string, at time.Time, attrs []attribute.KeyValue) {
 	e := leanEvent{name: name, time: at}
 	e.n = copy(e.attrs[:], attrs)
 	if len(attrs) > e.n {
@@ -270,6 +290,11 @@ func (s *leanSpan) End(options ...trace.SpanEndOption) {
 			end = ts
 		}
 	}
+	s.endAt(end)
+}
+
+// endAt ends the span at end and queues it; later calls do nothing.
+func (s *leanSpan) endAt(end time.Time) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()

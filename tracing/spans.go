@@ -204,9 +204,8 @@ func (t *Tracer) StartSend(ctx context.Context, m Message) Send {
 		return Send{}
 	}
 	if t.lean != nil {
-		s := Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx),
-			"send", m.Destination, trace.SpanKindProducer, startTime(&m)), t: t}
-		if s.span.IsRecording() {
+		s := t.leanSend(ctx, m.Destination, startTime(&m))
+		if s.Recording() {
 			s.setAttrs(&m)
 		}
 		return s
@@ -235,7 +234,7 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 		start = time.Now()
 	}
 	if t.lean != nil {
-		return Send{span: t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", "", trace.SpanKindProducer, start), t: t}
+		return t.leanSend(ctx, "", start)
 	}
 	_, span := t.tracer.Start(ctx, "send",
 		trace.WithSpanKind(trace.SpanKindProducer),
@@ -243,9 +242,19 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 	return Send{span: span, t: t}
 }
 
+// leanSend starts a send span on the lean path, with its handle.
+func (t *Tracer) leanSend(ctx context.Context, dest string, start time.Time) Send {
+	span := t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", dest, trace.SpanKindProducer, start)
+	s := Send{span: span, t: t, cr: CreationOf(span.SpanContext())}
+	if ls, ok := span.(*leanSpan); ok {
+		s.gen = ls.gen
+	}
+	return s
+}
+
 func (s Send) setAttrs(m *Message) {
 	if ls, ok := s.span.(*leanSpan); ok {
-		ls.setMessage(semconv.MessagingOperationTypeSend.Value.AsString(), m, true)
+		ls.describe(s.gen, m)
 		return
 	}
 	var buf [10]attribute.KeyValue
@@ -253,7 +262,12 @@ func (s Send) setAttrs(m *Message) {
 }
 
 // Recording reports whether the send span is recorded: the job is sampled.
-func (s Send) Recording() bool { return s.span != nil && s.span.IsRecording() }
+func (s Send) Recording() bool {
+	if ls, ok := s.span.(*leanSpan); ok {
+		return ls.recording(s.gen)
+	}
+	return s.span != nil && s.span.IsRecording()
+}
 
 // Describe names the span after m.Destination and sets m's attributes, for
 // a span started with [Tracer.StartSendBare]. It does nothing unless
@@ -263,10 +277,10 @@ func (s Send) Describe(m Message) {
 		return
 	}
 	if ls, ok := s.span.(*leanSpan); ok {
-		ls.setName("send", m.Destination)
-	} else {
-		s.span.SetName(spanName("send", m.Destination))
+		ls.describe(s.gen, &m)
+		return
 	}
+	s.span.SetName(spanName("send", m.Destination))
 	s.setAttrs(&m)
 }
 
@@ -313,8 +327,15 @@ func (t *Tracer) StartProcess(ctx context.Context, c Creation, m Message) (conte
 		return ctx, Process{}
 	}
 	if t.lean != nil {
-		ctx, span := t.lean.process(ctx, c, &m)
-		return ctx, Process{span: span}
+		span := t.lean.process(ctx, c, &m)
+		sc := span.SpanContext()
+		p := Process{span: span, cr: CreationOf(sc), ts: traceStateOf(sc)}
+		ls, ok := span.(*leanSpan)
+		if !ok {
+			return trace.ContextWithSpan(ctx, span), p
+		}
+		p.gen = ls.gen
+		return &leanCtx{Context: ctx, s: ls, gen: p.gen, cr: p.cr, ts: p.ts}, p
 	}
 	ctx = ContextWithCreation(ctx, c)
 	start := time.Now()
@@ -337,12 +358,19 @@ func (t *Tracer) StartProcess(ctx context.Context, c Creation, m Message) (conte
 type Send struct {
 	span trace.Span
 	t    *Tracer
+	// On the lean path: the record's generation, and the span's context,
+	// which outlives the record (lean_recycle.go).
+	gen uint32
+	cr  Creation
 }
 
 // Span returns the underlying span, or a no-op span for the zero Send.
 func (s Send) Span() trace.Span {
 	if s.span == nil {
 		return trace.SpanFromContext(context.Background())
+	}
+	if ls, ok := s.span.(*leanSpan); ok {
+		return ls.pin(s.gen, s.cr.spanContext(nil))
 	}
 	return s.span
 }
@@ -354,6 +382,9 @@ func (s Send) Creation() Creation {
 	if s.span == nil {
 		return Creation{}
 	}
+	if s.t != nil && s.t.lean != nil {
+		return s.cr
+	}
 	return CreationOf(s.span.SpanContext())
 }
 
@@ -362,8 +393,16 @@ func (s Send) Created(id string) {
 	if s.span == nil {
 		return
 	}
+	var a attribute.KeyValue
 	if id != "" {
-		setAttr(s.span, semconv.MessagingMessageID(id))
+		a = semconv.MessagingMessageID(id)
+	}
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.endWith(s.gen, a, false, "")
+		return
+	}
+	if a.Valid() {
+		setAttr(s.span, a)
 	}
 	s.span.End()
 }
@@ -371,10 +410,20 @@ func (s Send) Created(id string) {
 // Fail ends the span as failed with error.type errType: the reply token
 // (JOB_TOO_BIG, DRAINING, EXPECTED_CRLF, a Gearman ERROR code) or a
 // jobgate reason such as "timeout" or "backend_unavailable".
-func (s Send) Fail(errType string) { failEnd(s.span, errType) }
+func (s Send) Fail(errType string) {
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.endWith(s.gen, attribute.KeyValue{}, true, errType)
+		return
+	}
+	failEnd(s.span, errType)
+}
 
 // End ends the span without recording an outcome.
 func (s Send) End() {
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.endWith(s.gen, attribute.KeyValue{}, false, "")
+		return
+	}
 	if s.span != nil {
 		s.span.End()
 	}
@@ -383,7 +432,14 @@ func (s Send) End() {
 // Process is an open CONSUMER span, from assignment to the job's outcome.
 // The zero Process (tracing off, or no open span) is valid and does
 // nothing. Process is a small value; copy it freely, but end it once.
-type Process struct{ span trace.Span }
+type Process struct {
+	span trace.Span
+	// On the lean path: the record's generation, and the span's context,
+	// which outlives the record (lean_recycle.go).
+	gen uint32
+	cr  Creation
+	ts  *trace.TraceState
+}
 
 // IsOpen reports whether p holds a span, which says nothing about whether
 // it has been ended.
@@ -394,6 +450,9 @@ func (p Process) Span() trace.Span {
 	if p.span == nil {
 		return trace.SpanFromContext(context.Background())
 	}
+	if ls, ok := p.span.(*leanSpan); ok {
+		return ls.pin(p.gen, p.cr.spanContext(p.ts))
+	}
 	return p.span
 }
 
@@ -403,55 +462,60 @@ func (p Process) SpanContext() trace.SpanContext {
 	if p.span == nil {
 		return trace.SpanContext{}
 	}
+	if _, ok := p.span.(*leanSpan); ok {
+		return p.cr.spanContext(p.ts)
+	}
 	return p.span.SpanContext()
 }
 
-func (p Process) event(name string, attrs ...attribute.KeyValue) {
+// event records an event with n (0 to 2) of a0 and a1 as attributes.
+// Not variadic: on the lean path the attributes then stay on the stack.
+func (p Process) event(name string, n int, a0, a1 attribute.KeyValue) {
 	if ls, ok := p.span.(*leanSpan); ok {
-		ls.addEvent(name, time.Now(), attrs...)
+		attrs := [2]attribute.KeyValue{a0, a1}
+		ls.event(p.gen, name, time.Now(), attrs[:n]...)
 		return
 	}
 	if p.span != nil {
-		p.span.AddEvent(name, trace.WithAttributes(attrs...))
+		sdkEvent(p.span, name, n, a0, a1)
 	}
+}
+
+// sdkEvent is Process.event on the SDK path, apart so that its slice,
+// which escapes there, is not allocated on the lean path.
+func sdkEvent(span trace.Span, name string, n int, a0, a1 attribute.KeyValue) {
+	attrs := []attribute.KeyValue{a0, a1}
+	span.AddEvent(name, trace.WithAttributes(attrs[:n]...))
 }
 
 // Status records a WORK_STATUS event with its progress fraction.
 func (p Process) Status(numerator, denominator string) {
-	p.event(EventWorkStatus, AttrNumerator.String(numerator), AttrDenominator.String(denominator))
+	p.event(EventWorkStatus, 2, AttrNumerator.String(numerator), AttrDenominator.String(denominator))
 }
 
 // Data records a WORK_DATA event carrying size bytes.
 func (p Process) Data(size int) {
-	p.event(EventWorkData, semconv.MessagingMessageBodySize(size))
+	p.event(EventWorkData, 1, semconv.MessagingMessageBodySize(size), attribute.KeyValue{})
 }
 
 // Warning records a WORK_WARNING event carrying size bytes.
 func (p Process) Warning(size int) {
-	p.event(EventWorkWarning, semconv.MessagingMessageBodySize(size))
+	p.event(EventWorkWarning, 1, semconv.MessagingMessageBodySize(size), attribute.KeyValue{})
 }
 
 // Touch records a touch event: the worker asked for more time.
-func (p Process) Touch() { p.event(EventTouch) }
+func (p Process) Touch() { p.event(EventTouch, 0, attribute.KeyValue{}, attribute.KeyValue{}) }
 
 // Complete ends the span as successful (WORK_COMPLETE, delete).
 func (p Process) Complete() {
-	if p.span == nil {
-		return
-	}
-	setAttr(p.span, AttrOutcome.String(OutcomeCompleted))
-	p.span.End()
+	p.end(AttrOutcome.String(OutcomeCompleted), false, "")
 }
 
 // Fail ends the span as failed with error.type errType: "WORK_FAIL",
 // "WORK_EXCEPTION", [ErrorWorkerLost], or another short, low-cardinality
 // reason.
 func (p Process) Fail(errType string) {
-	if p.span == nil {
-		return
-	}
-	setAttr(p.span, AttrOutcome.String(OutcomeFailed))
-	failEnd(p.span, errType)
+	p.end(AttrOutcome.String(OutcomeFailed), true, errType)
 }
 
 // Release records a release event and ends the span: the worker put the job
@@ -461,9 +525,8 @@ func (p Process) Release(priority uint32, delay time.Duration) {
 	if p.span == nil {
 		return
 	}
-	p.event(EventRelease, AttrPriority.Int64(int64(priority)), AttrDelay.Int64(delay.Milliseconds()))
-	setAttr(p.span, AttrOutcome.String(OutcomeReleased))
-	p.span.End()
+	p.event(EventRelease, 2, AttrPriority.Int64(int64(priority)), AttrDelay.Int64(delay.Milliseconds()))
+	p.end(AttrOutcome.String(OutcomeReleased), false, "")
 }
 
 // Bury records a bury event and ends the span as failed (error.type
@@ -472,9 +535,8 @@ func (p Process) Bury(priority uint32) {
 	if p.span == nil {
 		return
 	}
-	p.event(EventBury, AttrPriority.Int64(int64(priority)))
-	setAttr(p.span, AttrOutcome.String(OutcomeBuried))
-	failEnd(p.span, EventBury)
+	p.event(EventBury, 1, AttrPriority.Int64(int64(priority)), attribute.KeyValue{})
+	p.end(AttrOutcome.String(OutcomeBuried), true, EventBury)
 }
 
 // TTRExpired records a ttr_expired event and ends the span as failed
@@ -484,19 +546,31 @@ func (p Process) TTRExpired() {
 	if p.span == nil {
 		return
 	}
-	p.event(EventTTRExpired)
-	setAttr(p.span, AttrOutcome.String(OutcomeTTRExpired))
-	failEnd(p.span, OutcomeTTRExpired)
+	p.event(EventTTRExpired, 0, attribute.KeyValue{}, attribute.KeyValue{})
+	p.end(AttrOutcome.String(OutcomeTTRExpired), true, OutcomeTTRExpired)
 }
 
 // evict ends a span whose Table entry was evicted, so it is exported
 // instead of silently lost.
 func (p Process) evict() {
+	p.end(AttrOutcome.String(OutcomeEvicted), true, OutcomeEvicted)
+}
+
+// end sets outcome, fails the span with errType when fail, and ends it.
+func (p Process) end(outcome attribute.KeyValue, fail bool, errType string) {
+	if ls, ok := p.span.(*leanSpan); ok {
+		ls.endWith(p.gen, outcome, fail, errType)
+		return
+	}
 	if p.span == nil {
 		return
 	}
-	setAttr(p.span, AttrOutcome.String(OutcomeEvicted))
-	failEnd(p.span, OutcomeEvicted)
+	setAttr(p.span, outcome)
+	if fail {
+		failEnd(p.span, errType)
+		return
+	}
+	p.span.End()
 }
 
 // failEnd sets error.type and an error status, then ends span. The status
