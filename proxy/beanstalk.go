@@ -377,7 +377,7 @@ func (c *beanstalkConn) serve() {
 					bt.rejectedPut(sess, ce.Kind)
 				}
 			}
-		} else if (c.auth != nil || c.srv.auth.Load() != nil) && c.authorize(c.srv.auth.Load(), sess, cmd, &r) {
+		} else if (c.auth != nil || c.srv.auth.Load() != nil || auth.IsReservedTube(cmd.Tube)) && c.authorize(c.srv.auth.Load(), sess, cmd, &r) {
 			// answered by auth: a token or a denial
 		} else if c.overReserved(sess, verb) {
 			r = wire.Reply{Kind: wire.DeadlineSoon}

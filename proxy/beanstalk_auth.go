@@ -71,7 +71,7 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess beanstalkAuthSession, c
 	}
 	a.sync(pol, c.nc)
 	if pol == nil {
-		return false
+		return reservedWithoutPolicy(sess, cmd, r)
 	}
 	log := c.srv.log
 	*r = wire.Reply{}
@@ -101,8 +101,9 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess beanstalkAuthSession, c
 			return false
 		}
 		// A reserved tube never reaches the engine: WATCHING as if
-		// watched, the watch list unchanged.
-		a.denied(log, need.Action, cmd.Tube, a.refusal())
+		// watched, the watch list unchanged. Its name holds a token:
+		// never logged.
+		a.denied(log, need.Action, redactedToken, a.refusal())
 		r.Kind, r.Count = wire.Watching, uint64(sess.Watching())
 		return true
 	case wire.Ignore:
@@ -117,7 +118,7 @@ func (c *beanstalkConn) authorize(pol *auth.Policy, sess beanstalkAuthSession, c
 		return true
 	}
 	if auth.IsReservedTube(cmd.Tube) { // stats-tube, pause-tube
-		a.denied(log, need.Action, cmd.Tube, a.refusal())
+		a.denied(log, need.Action, redactedToken, a.refusal())
 		r.Kind = wire.NotFound
 		return true
 	}
@@ -170,4 +171,30 @@ func (a *beanstalkAuth) refusal() auth.Decision {
 		return auth.DenyAnonymous
 	}
 	return auth.Deny
+}
+
+// redactedToken is logged in place of a reserved tube name, which holds a
+// token.
+var redactedToken = []byte(auth.TokenPrefix + "...")
+
+// reservedWithoutPolicy keeps the reserved jobgate-auth.* names out of the
+// engine and the upstream servers while no policy is set, as while one is:
+// a token is accepted and ignored (USING, the used tube unchanged), a
+// reserved tube is never watched, and stats-tube or pause-tube of one
+// finds nothing. It reports whether it answered cmd in *r.
+func reservedWithoutPolicy(sess beanstalkAuthSession, cmd *wire.Command, r *wire.Reply) bool {
+	if !auth.IsReservedTube(cmd.Tube) {
+		return false
+	}
+	switch cmd.Verb {
+	case wire.Use:
+		*r = wire.Reply{Kind: wire.Using, Tube: cmd.Tube}
+	case wire.Watch:
+		*r = wire.Reply{Kind: wire.Watching, Count: uint64(sess.Watching())}
+	case wire.StatsTube, wire.PauseTube:
+		*r = wire.Reply{Kind: wire.NotFound}
+	default:
+		return false
+	}
+	return true
 }

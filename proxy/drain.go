@@ -44,10 +44,37 @@ func (s *GearmanServer) Drain() {
 }
 
 // Idle reports whether no job of the local engine is running (assigned to
-// a worker). Jobs still queued stay queued (background ones in the
-// journal); jobs of upstream servers are theirs to finish.
+// a worker) and, on a gateway, no client awaits a foreground job it
+// submitted upstream. Jobs still queued stay queued (background ones in
+// the journal, or upstream).
 func (s *GearmanServer) Idle() bool {
 	running := 0
 	s.engine.QueueDepths(func(_ string, _, r int) { running += r })
-	return running == 0
+	if running > 0 {
+		return false
+	}
+	if s.gw == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if gs, ok := c.sess.(*gwSession); ok && gs.awaitingForeground() {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitingForeground reports whether a foreground job this session
+// submitted is not finished on some backend.
+func (s *gwSession) awaitingForeground() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.backends {
+		if len(b.foreground) > 0 {
+			return true
+		}
+	}
+	return false
 }

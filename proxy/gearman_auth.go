@@ -54,8 +54,11 @@ func (c *gearmanConn) authState() (*connAuth, *auth.Policy) {
 // closes the connection.
 func (c *gearmanConn) authorizePacket(p *codec.Packet) (done bool, err error) {
 	a, pol := c.authState()
-	if pol == nil || p.Magic != codec.Req || len(p.Args) == 0 {
+	if p.Magic != codec.Req || len(p.Args) == 0 {
 		return false, nil // the session answers malformed requests
+	}
+	if pol == nil {
+		return c.tokenWithoutPolicy(p), nil
 	}
 	log := c.srv.log
 	switch p.Type {
@@ -106,6 +109,26 @@ func (c *gearmanConn) authorizePacket(p *codec.Packet) (done bool, err error) {
 	}
 	c.authReply(gearman.OutcomeClientError, codec.Error, gearmanDeniedCode, gearmanDeniedText)
 	return true, nil
+}
+
+// tokenWithoutPolicy keeps tokens out of the engine and the upstream
+// servers while no policy is set, as while one is: OPTION_REQ "auth=..."
+// is accepted and ignored (OPTION_RES), SET_CLIENT_ID "jobgate-auth...."
+// is dropped (it has no reply). It reports whether it answered p.
+func (c *gearmanConn) tokenWithoutPolicy(p *codec.Packet) bool {
+	switch p.Type {
+	case codec.OptionReq:
+		if _, isAuth := auth.ParseGearmanOption(p.Args[0]); isAuth {
+			c.authReply(gearman.OutcomeOK, codec.OptionRes, p.Args[0])
+			return true
+		}
+	case codec.SetClientID:
+		if _, isAuth := auth.ParseGearmanClientID(p.Args[0]); isAuth {
+			c.authReply(gearman.OutcomeOK, 0)
+			return true
+		}
+	}
+	return false
 }
 
 // handleText hands an admin line to the session, unless the client may not

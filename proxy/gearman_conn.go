@@ -123,7 +123,7 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 // server's fast path. The gateway path pays for a copy instead.
 func (c *gearmanConn) handlePacket(p *codec.Packet) error {
 	c.watch.frames.Add(1)
-	if c.authOn() {
+	if c.authOn() || p.Type == codec.OptionReq || p.Type == codec.SetClientID {
 		if done, err := c.authorizePacket(p); done {
 			return err
 		}

@@ -35,6 +35,8 @@ type gatedJournal struct {
 	open chan struct{}
 	mu   sync.Mutex
 	outs map[<-chan struct{}]*gatedTicket // one per batch of the journal
+	// appended, if not nil, gets a token for each job record held.
+	appended chan struct{}
 }
 
 type gatedTicket struct {
@@ -57,6 +59,9 @@ func (g *gatedJournal) AppendAsync(r journal.Record) (gearman.Ticket, error) {
 	}
 	gt := &gatedTicket{inner: t, done: make(chan struct{})}
 	g.outs[t.Done()] = gt
+	if g.appended != nil {
+		g.appended <- struct{}{}
+	}
 	go func() {
 		<-g.open
 		t.Wait()

@@ -4,6 +4,7 @@ import (
 	"net"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/proxy/connlimit"
 )
 
@@ -67,7 +68,8 @@ func (c *gearmanConn) limitPacket(t codec.Type) bool {
 		}
 		// gearmand's answer to a worker when there is nothing for it: the
 		// worker sends PRE_SLEEP and is woken by NOOP as usual.
-		c.WritePacket(&codec.Packet{Magic: codec.Res, Type: codec.NoJob})
+		// Through the engine, behind replies held for the journal.
+		c.authReply(gearman.OutcomeMiss, codec.NoJob)
 		return true
 	case codec.SubmitJob, codec.SubmitJobBg, codec.SubmitJobHigh, codec.SubmitJobHighBg,
 		codec.SubmitJobLow, codec.SubmitJobLowBg, codec.SubmitJobSched, codec.SubmitJobEpoch,
@@ -75,7 +77,10 @@ func (c *gearmanConn) limitPacket(t codec.Type) bool {
 		if !c.srv.draining.Load() {
 			return false
 		}
-		c.WritePacket(&codec.Packet{Magic: codec.Res, Type: codec.Error, Args: drainingError})
+		// In request order: behind replies held for the journal or owed
+		// by upstream servers, or the client would pin the error on an
+		// earlier submission.
+		c.authReply(gearman.OutcomeServerError, codec.Error, drainingError...)
 		return true
 	}
 	return false
