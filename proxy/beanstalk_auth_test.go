@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
-	"net"
 	"os/exec"
 	"strings"
 	"sync"
@@ -90,26 +89,11 @@ func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.Beanstalk
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
+	l := testutil.Listen(t)
 	if tc != nil {
 		l = tls.NewListener(l, tc)
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	addr, _ := testutil.ServeOn(t, srv, l)
 	return srv, addr, logs
 }
 

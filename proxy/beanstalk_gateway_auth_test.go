@@ -1,11 +1,9 @@
 package proxy_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -51,38 +49,12 @@ func bgwGateway(t testing.TB, n int, mods ...func(*config.Config)) (g *proxy.Bea
 	return g, ups
 }
 
-// bgwServe serves cfg (its Gateway set) on loopback until the test ends.
-func bgwServe(t testing.TB, cfg proxy.BeanstalkConfig) (string, *proxy.BeanstalkServer) {
-	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String(), srv
-}
-
 // bgwStartAuth serves a gateway over one beanstalkd with policy p.
 func bgwStartAuth(t *testing.T, p *auth.Policy) (gw, up string, srv *proxy.BeanstalkServer, logs *logBuffer) {
 	t.Helper()
 	g, ups := bgwGateway(t, 1)
 	logs = &logBuffer{}
-	gw, srv = bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: p, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: p, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	return gw, ups[1], srv, logs
 }
 
@@ -330,7 +302,7 @@ func TestBeanstalkGatewayAuthLocal(t *testing.T) {
 	c.Backends = append(c.Backends, b)
 	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
 	must(t, err)
-	addr, _ := bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: mustPolicy(t, testAuthConfig())})
+	addr, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: mustPolicy(t, testAuthConfig())})
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm,
 		"put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n",

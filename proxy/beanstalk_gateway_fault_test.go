@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"net"
 	"os/exec"
@@ -415,21 +414,8 @@ func TestBeanstalkGatewayCommandMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{Gateway: g, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	conn := bsDial(t, l.Addr().String())
+	addr, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Metrics: m})
+	conn := bsDial(t, addr)
 	defer conn.nc.Close()
 	conn.send(t, "put 1 0 10 1\r\nx\r\nuse doomed\r\nput 1 0 10 1\r\ny\r\nbogus\r\n")
 	conn.expect(t, "INSERTED 1\r\nUSING doomed\r\nINTERNAL_ERROR\r\nUNKNOWN_COMMAND\r\n", "batch")

@@ -18,7 +18,7 @@ func bgwStartLimited(t *testing.T, lim proxy.Limits) (srv *proxy.BeanstalkServer
 	g, ups := bgwGateway(t, 1)
 	clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 	m = metrics.New(metrics.Options{NoRuntimeCollectors: true})
-	gw, srv = bgwServe(t, proxy.BeanstalkConfig{Gateway: g, ConnLimits: lim, Clock: clk, Metrics: m})
+	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, ConnLimits: lim, Clock: clk, Metrics: m})
 	return srv, clk, m, gw, ups[1]
 }
 

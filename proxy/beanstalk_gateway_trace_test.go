@@ -20,7 +20,7 @@ func startTracedBeanstalkGateway(t *testing.T, cfg tracing.Config) (gw, up strin
 	t.Helper()
 	g, ups := bgwGateway(t, 1)
 	tr, rec := recordedTracer(t, tracing.Beanstalk, cfg)
-	gw, srv = bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr})
+	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr})
 	return gw, ups[1], srv, rec
 }
 
@@ -109,7 +109,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 func TestBeanstalkGatewayTraceTableSize(t *testing.T) {
 	g, _ := bgwGateway(t, 1)
 	tr, _ := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
-	addr, srv := bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr, TraceTableSize: 2})
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr, TraceTableSize: 2})
 	c := bgwDial(t, addr)
 	for i := range 3 {
 		if _, err := c.Put([]byte("x"), 1, 0, time.Minute); err != nil {

@@ -1,10 +1,8 @@
 package proxy_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,30 +31,10 @@ var bsGatewaySkip = map[string]string{}
 // until the test ends.
 func bsServeGateway(t testing.TB, g *proxy.BeanstalkGateway, maxJobSize int) (string, *proxy.BeanstalkServer) {
 	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
+	return bsServe(t, proxy.BeanstalkConfig{
 		EngineConfig: engine.Config{MaxJobSize: maxJobSize},
 		Gateway:      g,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String(), srv
 }
 
 // bsStartGatewayLocal is a gateway whose every route is local, with an

@@ -3,8 +3,6 @@ package proxy_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,29 +21,8 @@ import (
 // from ecfg. The server stops at the end of the test or at stop.
 func startBeanstalkTraced(t testing.TB, tr *tracing.Tracer, ecfg engine.Config) (addr string, stop func()) {
 	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ecfg, Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-			<-served
-		})
-	}
-	t.Cleanup(stop)
-	return l.Addr().String(), stop
+	addr, stop, _ = bsServeStop(t, proxy.BeanstalkConfig{EngineConfig: ecfg, Tracer: tr})
+	return addr, stop
 }
 
 func bsGoDial(t *testing.T, addr string) *gobeanstalk.Conn {

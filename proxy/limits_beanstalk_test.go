@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,30 +24,13 @@ func startLimitedBeanstalk(t *testing.T, lim proxy.Limits) (*proxy.BeanstalkServ
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{
 		EngineConfig: engine.Config{Clock: clk},
 		ConnLimits:   lim,
 		Clock:        clk,
 		Metrics:      m,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	})
-	return srv, clk, m, l.Addr().String()
+	return srv, clk, m, addr
 }
 
 // waitClosed reads c until the server closes it; it fails the test if that
