@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"net"
 	"slices"
@@ -365,19 +364,8 @@ func TestGearmanAuthSwap(t *testing.T) {
 // serveGearmanOn is serveGearman on a given listener.
 func serveGearmanOn(t testing.TB, srv *GearmanServer, l net.Listener) string {
 	t.Helper()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String()
+	addr, _ := testutil.ServeOn(t, srv, l)
+	return addr
 }
 
 // benchAuthConfig grants loopback everything: the benchmarks' auth runs
