@@ -183,6 +183,15 @@ func TestBeanstalkLimitsReadTimeout(t *testing.T) {
 // progress for write_timeout.
 func TestBeanstalkLimitsWriteTimeout(t *testing.T) {
 	_, clk, m, addr := startLimitedBeanstalk(t, proxy.Limits{WriteTimeout: 4 * time.Second})
+	// stats replies are ~1KB: the socket buffers fill fast.
+	bsExpectWriteTimeoutCut(t, addr, "stats\r\n", clk, m)
+}
+
+// bsExpectWriteTimeoutCut sends cmd to addr over and over without reading
+// a reply, advancing clk a second at a time, until m counts a write
+// timeout cut; then the server must have closed the connection.
+func bsExpectWriteTimeoutCut(t *testing.T, addr, cmd string, clk *clock.Fake, m *metrics.Metrics) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +199,8 @@ func TestBeanstalkLimitsWriteTimeout(t *testing.T) {
 	defer nc.Close()
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() { // stats replies are ~1KB: the socket buffers fill fast
-		cmds := []byte(strings.Repeat("stats\r\n", 1000))
+	go func() {
+		cmds := []byte(strings.Repeat(cmd, 1000))
 		for {
 			select {
 			case <-stop:
