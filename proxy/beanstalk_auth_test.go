@@ -216,6 +216,14 @@ func TestBeanstalkAuthToken(t *testing.T) {
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
 
+	bsCheckUnknownTokens(t, addr, logs)
+}
+
+// bsCheckUnknownTokens: a client presenting unknown tokens is refused
+// (NOT_FOUND) and cut off at the third, and the server logs the refusal
+// without the token.
+func bsCheckUnknownTokens(t *testing.T, addr string, logs *logBuffer) {
+	t.Helper()
 	bad := bsDial(t, addr)
 	defer bad.nc.Close()
 	bsRoundTrip(t, bad,

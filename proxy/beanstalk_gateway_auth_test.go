@@ -141,18 +141,7 @@ func TestBeanstalkGatewayAuthToken(t *testing.T) {
 	defer u.nc.Close()
 	bsRoundTrip(t, u, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
 
-	bad := bsDial(t, addr)
-	defer bad.nc.Close()
-	bsRoundTrip(t, bad,
-		"use jobgate-auth.not-a-known-token-000\r\n", "USING jobgate-auth.not-a-known-token-000\r\n",
-		"use jobgate-auth.short\r\n", "USING jobgate-auth.short\r\n",
-		"stats\r\n", "NOT_FOUND\r\n",
-	)
-	bad.send(t, "use jobgate-auth.not-a-known-token-001\r\n")
-	bad.expectEOF(t, "third unknown token")
-	if l := logs.String(); !strings.Contains(l, "auth: unknown token") || strings.Contains(l, "not-a-known-token") {
-		t.Errorf("unknown tokens not logged, or logged in clear:\n%s", l)
-	}
+	bsCheckUnknownTokens(t, addr, logs)
 }
 
 // TestBeanstalkGatewayAuthReserveFilter: a worker that may consume "jobs"

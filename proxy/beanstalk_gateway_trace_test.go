@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/jobgate/jobgate/proxy"
@@ -33,21 +32,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 	addr, up, srv, rec := startTracedBeanstalkGateway(t, tracing.Config{})
 	prod := bgwDial(t, addr)
 	work := bgwDial(t, addr)
-	tube := gobeanstalk.NewTube(prod, "emails")
-	ts := gobeanstalk.NewTubeSet(work, "emails")
-
-	id, err := tube.Put([]byte("hello"), 10, 0, time.Minute)
-	must(t, err)
-	rid, _, err := ts.Reserve(time.Second)
-	must(t, err)
-	if rid != id {
-		t.Fatalf("reserved %d, want %d", rid, id)
-	}
-	must(t, work.Release(id, 7, 0))
-	_, _, err = ts.Reserve(time.Second)
-	must(t, err)
-	must(t, work.Touch(id))
-	must(t, work.Delete(id))
+	id, tube, ts := bsReleaseRetry(t, prod, work)
 	host, port, _ := net.SplitHostPort(up)
 	rep := strings.NewReplacer("ID", strconv.FormatUint(id, 10), "SERVER", "server.address="+host+" server.port="+port)
 	want := []string{
