@@ -17,47 +17,10 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/proxy/auth"
 )
-
-// Tokens of the test identities (16+ bytes of the tube-name alphabet).
-const (
-	tokWorker = "worker-token-0123456789"
-	tokAdmin  = "admin-token-0123456789ab"
-)
-
-// testAuthConfig is the auth section of the tests: token identities first
-// (so a token wins over the loopback address), a certificate identity, an
-// address range loopback is not in, and loopback itself.
-func testAuthConfig() config.Auth {
-	return config.Auth{
-		Enabled: true,
-		Identities: []config.Identity{
-			{Name: "worker", Token: tokWorker},
-			{Name: "admin", Token: tokAdmin},
-			{Name: "certworker", CertNames: []string{"worker.example"}},
-			{Name: "corp", CIDRs: []string{"10.0.0.0/8"}},
-			{Name: "local", CIDRs: []string{"127.0.0.1/32"}},
-		},
-		Rules: []config.Rule{
-			{Identity: "local", Produce: []string{"jobs", "pub.*"}},
-			{Identity: "worker", Consume: []string{"jobs"}},
-			{Identity: "certworker", Consume: []string{"jobs"}},
-			{Identity: "admin", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
-			{Identity: "corp", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
-		},
-	}
-}
-
-func mustPolicy(t testing.TB, c config.Auth) *auth.Policy {
-	t.Helper()
-	p, err := auth.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // logBuffer collects a server's log lines.
 type logBuffer struct {
@@ -111,7 +74,7 @@ func bsAdmin(t *testing.T, addr string) *bsConn {
 	t.Helper()
 	c := bsDial(t, addr)
 	t.Cleanup(func() { c.nc.Close() })
-	bsRoundTrip(t, c, "use jobgate-auth."+tokAdmin+"\r\n", "USING jobgate-auth."+tokAdmin+"\r\n")
+	bsRoundTrip(t, c, "use jobgate-auth."+authtest.TokAdmin+"\r\n", "USING jobgate-auth."+authtest.TokAdmin+"\r\n")
 	return c
 }
 
@@ -120,7 +83,7 @@ func bsAdmin(t *testing.T, addr string) *bsConn {
 // "jobs" and nothing else. Every denial answers NOT_FOUND, is logged with
 // the identity, changes nothing, and leaves the connection usable.
 func TestBeanstalkAuthCIDR(t *testing.T) {
-	_, addr, logs := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED 1\r\n")
 
@@ -172,10 +135,10 @@ func TestBeanstalkAuthCIDR(t *testing.T) {
 // TestBeanstalkAuthAnonymous: with no identity matching loopback, every
 // request that needs a right is denied, and logged as anonymous.
 func TestBeanstalkAuthAnonymous(t *testing.T) {
-	cfg := testAuthConfig()
+	cfg := authtest.Config()
 	cfg.Identities = cfg.Identities[:4] // drop "local"
 	cfg.Rules = cfg.Rules[1:]
-	_, addr, logs := bsStartAuth(t, mustPolicy(t, cfg), nil)
+	_, addr, logs := bsStartAuth(t, authtest.Policy(t, cfg), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c,
@@ -194,7 +157,7 @@ func TestBeanstalkAuthAnonymous(t *testing.T) {
 // it may then consume "jobs". Unknown tokens change nothing, and the
 // third closes the connection.
 func TestBeanstalkAuthToken(t *testing.T) {
-	_, addr, logs := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	p := bsDial(t, addr)
 	defer p.nc.Close()
 	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED 1\r\n")
@@ -205,7 +168,7 @@ func TestBeanstalkAuthToken(t *testing.T) {
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"ignore default\r\n", "WATCHING 1\r\n",
 		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", // still "local": no consume right
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"list-tube-used\r\n", "USING default\r\n",
 		"reserve-with-timeout 0\r\n", "RESERVED 1 2\r\nj1\r\n",
 		"delete 1\r\n", "DELETED\r\n",
@@ -242,14 +205,14 @@ func bsCheckUnknownTokens(t *testing.T, addr string, logs *logBuffer) {
 // still watches "default" is never given a job from "default", neither at
 // once nor while it waits.
 func TestBeanstalkAuthReserveFilter(t *testing.T) {
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n")
 
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"reserve-with-timeout 0\r\n", "TIMED_OUT\r\n",
 	)
@@ -265,7 +228,7 @@ func TestBeanstalkAuthReserveFilter(t *testing.T) {
 // TestBeanstalkAuthDeniedReserveWaits: a reserve with no consumable tube
 // is answered only after a pause, so worker loops do not spin.
 func TestBeanstalkAuthDeniedReserveWaits(t *testing.T) {
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	c.send(t, "reserve\r\n")
@@ -279,7 +242,7 @@ func TestBeanstalkAuthDeniedReserveWaits(t *testing.T) {
 // certificate the client falls back to its address.
 func TestBeanstalkAuthCert(t *testing.T) {
 	ca := testutil.NewCA(t, "test CA")
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), ca.MutualTLS(t))
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), ca.MutualTLS(t))
 	dial := func(certs ...tls.Certificate) *bsConn {
 		nc, err := tls.Dial("tcp", addr, ca.ClientTLS(certs...))
 		if err != nil {
@@ -324,14 +287,14 @@ func TestBeanstalkAuthCert(t *testing.T) {
 // TestBeanstalkAuthSwap: SetAuthPolicy takes effect on a live connection
 // at its next command, and nil turns auth off.
 func TestBeanstalkAuthSwap(t *testing.T) {
-	srv, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	srv, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\na\r\n", "INSERTED 1\r\n", "stats\r\n", "NOT_FOUND\r\n")
 
-	cfg := testAuthConfig()
+	cfg := authtest.Config()
 	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
-	srv.SetAuthPolicy(mustPolicy(t, cfg))
+	srv.SetAuthPolicy(authtest.Policy(t, cfg))
 	bsRoundTrip(t, c, "put 0 0 60 1\r\nb\r\n", "NOT_FOUND\r\n", "stats\r\n", "OK {n}\r\n---\n{...}")
 
 	srv.SetAuthPolicy(nil)
@@ -346,7 +309,7 @@ func TestBeanstalkAuthSwap(t *testing.T) {
 // using the reserved tube (pipelined, its reply skipped), then works;
 // denials surface as ErrNotFound and the connection stays in step.
 func TestBeanstalkAuthGoClient(t *testing.T) {
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	prod, err := gobeanstalk.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +335,7 @@ func TestBeanstalkAuthGoClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wc.Close()
-	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+tokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+authtest.TokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
 		t.Fatalf("token use + peek-ready on default: %v", err)
 	}
 	gotID, body, err := gobeanstalk.NewTubeSet(wc, "jobs").Reserve(5 * time.Second)
@@ -399,7 +362,7 @@ func TestBeanstalkAuthBeaneater(t *testing.T) {
 	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
 		t.Skipf("ruby beaneater not installed: %s", out)
 	}
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	runBeaneaterAuth(t, ruby, addr)
 }
 
@@ -430,7 +393,7 @@ try("reserve as worker") { j = w.tubes.reserve(0); j.delete; j.body }
 try("put as worker") { w.tubes["jobs"].put("x")[:status] }
 try("reserve again") { j = w.tubes.reserve(0); j.delete; j.body }
 try("reserve empty") { w.tubes.reserve(0) }
-`, addr, tokWorker).CombinedOutput()
+`, addr, authtest.TokWorker).CombinedOutput()
 	t.Logf("beaneater:\n%s", out)
 	if err != nil {
 		t.Fatal(err)
@@ -455,7 +418,7 @@ reserve empty: Beaneater::TimedOutError
 // BenchmarkBeanstalkServerCycleAuth is BenchmarkBeanstalkServerCycle with
 // auth on, every command allowed: the cost of the checks.
 func BenchmarkBeanstalkServerCycleAuth(b *testing.B) {
-	_, addr, _ := bsStartAuth(b, mustPolicy(b, config.Auth{
+	_, addr, _ := bsStartAuth(b, authtest.Policy(b, config.Auth{
 		Enabled:    true,
 		Identities: []config.Identity{{Name: "local", CIDRs: []string{"127.0.0.1/32"}}},
 		Rules:      []config.Rule{{Identity: "local", Produce: []string{"*"}, Consume: []string{"*"}, Admin: true}},

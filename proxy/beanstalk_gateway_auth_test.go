@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/proxy/auth"
 	"github.com/jobgate/jobgate/routing"
@@ -65,7 +66,7 @@ func gid(k uint64) string { return strconv.FormatUint(1<<routing.UpstreamIDBits|
 // in front of a real beanstalkd: the same denials, each NOT_FOUND and
 // logged, nothing reaching the upstream, the connection usable after.
 func TestBeanstalkGatewayAuthCIDR(t *testing.T) {
-	addr, up, _, logs := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, up, _, logs := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED "+gid(1)+"\r\n")
 
@@ -118,7 +119,7 @@ func TestBeanstalkGatewayAuthCIDR(t *testing.T) {
 // (never sent upstream), identifies the worker, which then reserves and
 // deletes; the third unknown token closes the connection.
 func TestBeanstalkGatewayAuthToken(t *testing.T) {
-	addr, up, _, logs := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, up, _, logs := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	p := bsDial(t, addr)
 	defer p.nc.Close()
 	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED "+gid(1)+"\r\n")
@@ -129,7 +130,7 @@ func TestBeanstalkGatewayAuthToken(t *testing.T) {
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"ignore default\r\n", "WATCHING 1\r\n",
 		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"list-tube-used\r\n", "USING default\r\n",
 		"reserve-with-timeout 0\r\n", "RESERVED "+gid(1)+" 2\r\nj1\r\n",
 		"stats-job "+gid(1)+"\r\n", "OK {n}\r\n---\nid: "+gid(1)+"\ntube: jobs\nstate: reserved\n{...}",
@@ -148,14 +149,14 @@ func TestBeanstalkGatewayAuthToken(t *testing.T) {
 // but also watches "default" is never given a job from "default" by the
 // upstream, at once or while it waits.
 func TestBeanstalkGatewayAuthReserveFilter(t *testing.T) {
-	addr, up, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, up, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "put 0 0 60 1\r\nd\r\n", "INSERTED "+gid(1)+"\r\n")
 
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"reserve-with-timeout 0\r\n", "TIMED_OUT\r\n",
 	)
@@ -174,7 +175,7 @@ func TestBeanstalkGatewayAuthReserveFilter(t *testing.T) {
 // consumable tube is held before its NOT_FOUND, after the replies before
 // it.
 func TestBeanstalkGatewayAuthDeniedReserveWaits(t *testing.T) {
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	c.send(t, "list-tube-used\r\nreserve\r\n")
@@ -189,7 +190,7 @@ func TestBeanstalkGatewayAuthDeniedReserveWaits(t *testing.T) {
 // gateway learns their tube from the upstream), and not those of other
 // tubes; its own reserved job needs no lookup.
 func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm,
 		"use jobs\r\n", "USING jobs\r\n",
@@ -201,7 +202,7 @@ func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"peek "+gid(2)+"\r\n", "FOUND "+gid(2)+" 1\r\nb\r\n",
 		"delete "+gid(2)+"\r\n", "DELETED\r\n",
 		"peek "+gid(3)+"\r\n", "NOT_FOUND\r\n",
@@ -216,7 +217,7 @@ func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
 // TestBeanstalkGatewayAuthGoClient: go-beanstalk, unmodified, through the
 // gateway: token, denials as ErrNotFound, the connection in step after.
 func TestBeanstalkGatewayAuthGoClient(t *testing.T) {
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	prod := bgwDial(t, addr)
 	jobs := gobeanstalk.NewTube(prod, "jobs")
 	id, err := jobs.Put([]byte("hello"), 1, 0, time.Minute)
@@ -230,7 +231,7 @@ func TestBeanstalkGatewayAuthGoClient(t *testing.T) {
 		t.Fatalf("denied reserve: %v", err)
 	}
 	wc := bgwDial(t, addr)
-	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+tokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+authtest.TokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
 		t.Fatalf("token use + peek-ready on default: %v", err)
 	}
 	gotID, body, err := gobeanstalk.NewTubeSet(wc, "jobs").Reserve(5 * time.Second)
@@ -252,7 +253,7 @@ func TestBeanstalkGatewayAuthBeaneater(t *testing.T) {
 	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
 		t.Skipf("ruby beaneater not installed: %s", out)
 	}
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	runBeaneaterAuth(t, ruby, addr)
 }
 
@@ -260,7 +261,7 @@ func TestBeanstalkGatewayAuthBeaneater(t *testing.T) {
 // connection from its next command, and turning auth off lets the
 // soft-denied watch reach the upstream.
 func TestBeanstalkGatewayAuthSwap(t *testing.T) {
-	addr, _, srv, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, srv, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c,
@@ -269,9 +270,9 @@ func TestBeanstalkGatewayAuthSwap(t *testing.T) {
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"stats\r\n", "NOT_FOUND\r\n",
 	)
-	cfg := testAuthConfig()
+	cfg := authtest.Config()
 	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
-	srv.SetAuthPolicy(mustPolicy(t, cfg))
+	srv.SetAuthPolicy(authtest.Policy(t, cfg))
 	bsRoundTrip(t, c, "put 0 0 60 1\r\nb\r\n", "NOT_FOUND\r\n", "stats\r\n", "OK {n}\r\n---\n{...}")
 
 	srv.SetAuthPolicy(nil)
@@ -291,7 +292,7 @@ func TestBeanstalkGatewayAuthLocal(t *testing.T) {
 	c.Backends = append(c.Backends, b)
 	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
 	must(t, err)
-	addr, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: mustPolicy(t, testAuthConfig())})
+	addr, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: authtest.Policy(t, authtest.Config())})
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm,
 		"put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n",
@@ -303,7 +304,7 @@ func TestBeanstalkGatewayAuthLocal(t *testing.T) {
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"peek 2\r\n", "NOT_FOUND\r\n",
 		"delete 1\r\n", "NOT_FOUND\r\n",
 		"peek 3\r\n", "FOUND 3 1\r\nj\r\n",
