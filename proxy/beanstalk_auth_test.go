@@ -310,11 +310,16 @@ func TestBeanstalkAuthSwap(t *testing.T) {
 // denials surface as ErrNotFound and the connection stays in step.
 func TestBeanstalkAuthGoClient(t *testing.T) {
 	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
-	prod, err := gobeanstalk.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	runGoClientAuth(t, addr)
+}
+
+// runGoClientAuth drives go-beanstalk against addr, a server or gateway
+// with authtest.Config: the local producer's put, denied put, stats and
+// reserve; the worker token sent by using the reserved tube; the worker's
+// reserve, delete and denied put; and the connection still in step.
+func runGoClientAuth(t *testing.T, addr string) {
+	t.Helper()
+	prod := bgwDial(t, addr)
 	jobs := gobeanstalk.NewTube(prod, "jobs")
 	id, err := jobs.Put([]byte("hello"), 1, 0, time.Minute)
 	if err != nil {
@@ -330,11 +335,7 @@ func TestBeanstalkAuthGoClient(t *testing.T) {
 		t.Fatalf("denied reserve: %v", err)
 	}
 
-	wc, err := gobeanstalk.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wc.Close()
+	wc := bgwDial(t, addr)
 	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+authtest.TokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
 		t.Fatalf("token use + peek-ready on default: %v", err)
 	}

@@ -1,16 +1,12 @@
 package proxy_test
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
@@ -218,32 +214,7 @@ func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
 // gateway: token, denials as ErrNotFound, the connection in step after.
 func TestBeanstalkGatewayAuthGoClient(t *testing.T) {
 	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
-	prod := bgwDial(t, addr)
-	jobs := gobeanstalk.NewTube(prod, "jobs")
-	id, err := jobs.Put([]byte("hello"), 1, 0, time.Minute)
-	if err != nil {
-		t.Fatalf("put by local: %v", err)
-	}
-	if _, err := gobeanstalk.NewTube(prod, "payroll").Put([]byte("x"), 1, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrNotFound) {
-		t.Fatalf("denied put: %v", err)
-	}
-	if _, _, err := gobeanstalk.NewTubeSet(prod, "jobs").Reserve(0); !errors.Is(err, gobeanstalk.ErrNotFound) {
-		t.Fatalf("denied reserve: %v", err)
-	}
-	wc := bgwDial(t, addr)
-	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+authtest.TokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
-		t.Fatalf("token use + peek-ready on default: %v", err)
-	}
-	gotID, body, err := gobeanstalk.NewTubeSet(wc, "jobs").Reserve(5 * time.Second)
-	if err != nil || gotID != id || string(body) != "hello" {
-		t.Fatalf("worker reserve: %d %q %v", gotID, body, err)
-	}
-	if err := wc.Delete(gotID); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if _, err := jobs.Put([]byte("again"), 1, 0, time.Minute); err != nil {
-		t.Fatalf("put after the denials (out of step?): %v", err)
-	}
+	runGoClientAuth(t, addr)
 }
 
 // TestBeanstalkGatewayAuthBeaneater is TestBeanstalkAuthBeaneater through
