@@ -20,9 +20,19 @@ import (
 // beanstalkd (ids 1..n); ups maps each id to its address.
 func bgwGateway(t testing.TB, n int, mods ...func(*config.Config)) (g *proxy.BeanstalkGateway, ups map[int]string) {
 	t.Helper()
+	return bgwShardGateway(t, n, false, mods...)
+}
+
+// bgwShardGateway is bgwGateway with the local engine in the pool first
+// when local is set. mods adjust the configuration before it is validated.
+func bgwShardGateway(t testing.TB, n int, local bool, mods ...func(*config.Config)) (g *proxy.BeanstalkGateway, ups map[int]string) {
+	t.Helper()
 	c := config.Default()
 	ups = map[int]string{}
 	var members []string
+	if local {
+		members = append(members, config.LocalName)
+	}
 	for i := 1; i <= n; i++ {
 		addr := testutil.StartBeanstalkd(t)
 		b := config.DefaultBackend()
