@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,28 +25,7 @@ import (
 // its process, for tests that kill it and start it again by PID.
 func ownBeanstalkd(t *testing.T, port int, dir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(testutil.RequireBinary(t, "beanstalkd"), "-l", "127.0.0.1", "-p", strconv.Itoa(port), "-b", dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if nc, err := net.Dial("tcp", addr); err == nil {
-			nc.Close()
-			if err := testutil.CheckListener(port, cmd.Process.Pid); err != nil {
-				t.Fatalf("beanstalkd on %s: %v", addr, err)
-			}
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("beanstalkd on %s did not start", addr)
-		}
-	}
+	return testutil.StartOwned(t, "beanstalkd", port, "-l", "127.0.0.1", "-p", strconv.Itoa(port), "-b", dir)
 }
 
 // kill ends a server started by ownBeanstalkd, by PID, at once.
