@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,41 +85,7 @@ func bsAdmin(t *testing.T, addr string) *bsConn {
 // the identity, changes nothing, and leaves the connection usable.
 func TestBeanstalkAuthCIDR(t *testing.T) {
 	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
-	adm := bsAdmin(t, addr)
-	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED 1\r\n")
-
-	c := bsDial(t, addr)
-	defer c.nc.Close()
-	bsRoundTrip(t, c,
-		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nb\r\n", "INSERTED 2\r\n",
-		"use pub.x\r\n", "USING pub.x\r\n",
-		"put 0 0 60 1\r\nc\r\n", "INSERTED 3\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		// Consuming and admin are not granted.
-		// A soft denial: watched, but never reserved from.
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"reserve-job 1\r\n", "NOT_FOUND\r\n",
-		"peek 1\r\n", "NOT_FOUND\r\n",
-		"peek-ready\r\n", "NOT_FOUND\r\n",
-		"stats-job 1\r\n", "NOT_FOUND\r\n",
-		"delete 1\r\n", "NOT_FOUND\r\n",
-		"kick 10\r\n", "NOT_FOUND\r\n",
-		"kick-job 1\r\n", "NOT_FOUND\r\n",
-		"stats\r\n", "NOT_FOUND\r\n",
-		"list-tubes\r\n", "NOT_FOUND\r\n",
-		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
-		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
-		// Producers may read their tube's counters.
-		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
-		"list-tube-used\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nd\r\n", "INSERTED 4\r\n",
-	)
+	c, adm := bsAuthCIDRScenario(t, addr, strconv.Itoa)
 	// Nothing half-done: the denied put made no job, the reserved tube
 	// name made no tube, the denied delete and reserve left job 1 ready.
 	bsRoundTrip(t, adm,
@@ -130,6 +97,52 @@ func TestBeanstalkAuthCIDR(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "auth: denied") || !strings.Contains(l, "identity.name=local identity.method=cidr") {
 		t.Errorf("denials not logged with the identity:\n%s", l)
 	}
+}
+
+// bsAuthCIDRScenario is what a plain loopback client ("local" by CIDR)
+// may and may not do on addr, a server or gateway with authtest.Config:
+// every denial answers NOT_FOUND and leaves the connection usable. id
+// names the k-th job put, as the server numbers it. It returns the
+// client's connection and the admin's that put job 1, for the caller's
+// checks of what the denials left.
+func bsAuthCIDRScenario(t *testing.T, addr string, id func(k int) string) (c, adm *bsConn) {
+	t.Helper()
+	adm = bsAdmin(t, addr)
+	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED "+id(1)+"\r\n")
+
+	c = bsDial(t, addr)
+	t.Cleanup(func() { c.nc.Close() })
+	bsRoundTrip(t, c,
+		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nb\r\n", "INSERTED "+id(2)+"\r\n",
+		"use pub.x\r\n", "USING pub.x\r\n",
+		"put 0 0 60 1\r\nc\r\n", "INSERTED "+id(3)+"\r\n",
+		"use jobs\r\n", "USING jobs\r\n",
+		// Consuming and admin are not granted.
+		// A soft denial: watched, but never reserved from.
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
+		"ignore default\r\n", "WATCHING 1\r\n",
+		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
+		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
+		"reserve-job "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"peek "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"peek-ready\r\n", "NOT_FOUND\r\n",
+		"stats-job "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"delete "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"kick 10\r\n", "NOT_FOUND\r\n",
+		"kick-job "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"stats\r\n", "NOT_FOUND\r\n",
+		"list-tubes\r\n", "NOT_FOUND\r\n",
+		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
+		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
+		// Producers may read their tube's counters.
+		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
+		"list-tube-used\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nd\r\n", "INSERTED "+id(4)+"\r\n",
+	)
+	return c, adm
 }
 
 // TestBeanstalkAuthAnonymous: with no identity matching loopback, every

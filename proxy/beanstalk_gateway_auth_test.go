@@ -73,38 +73,7 @@ func gid(k uint64) string { return strconv.FormatUint(1<<routing.UpstreamIDBits|
 // logged, nothing reaching the upstream, the connection usable after.
 func TestBeanstalkGatewayAuthCIDR(t *testing.T) {
 	addr, up, _, logs := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
-	adm := bsAdmin(t, addr)
-	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED "+gid(1)+"\r\n")
-
-	c := bsDial(t, addr)
-	defer c.nc.Close()
-	bsRoundTrip(t, c,
-		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nb\r\n", "INSERTED "+gid(2)+"\r\n",
-		"use pub.x\r\n", "USING pub.x\r\n",
-		"put 0 0 60 1\r\nc\r\n", "INSERTED "+gid(3)+"\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"reserve-job "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"peek "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"peek-ready\r\n", "NOT_FOUND\r\n",
-		"stats-job "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"delete "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"kick 10\r\n", "NOT_FOUND\r\n",
-		"kick-job "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"stats\r\n", "NOT_FOUND\r\n",
-		"list-tubes\r\n", "NOT_FOUND\r\n",
-		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
-		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
-		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
-		"list-tube-used\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nd\r\n", "INSERTED "+gid(4)+"\r\n",
-	)
+	c, _ := bsAuthCIDRScenario(t, addr, func(k int) string { return gid(uint64(k)) })
 	// Nothing half-done, seen on the upstream itself.
 	u := bsDial(t, up)
 	defer u.nc.Close()
