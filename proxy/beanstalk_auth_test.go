@@ -171,28 +171,40 @@ func TestBeanstalkAuthAnonymous(t *testing.T) {
 // third closes the connection.
 func TestBeanstalkAuthToken(t *testing.T) {
 	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
+	bsAuthTokenScenario(t, addr, strconv.Itoa)
+
+	adm := bsAdmin(t, addr)
+	bsRoundTrip(t, adm, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
+
+	bsCheckUnknownTokens(t, addr, logs)
+}
+
+// bsAuthTokenScenario: on addr, a server or gateway with
+// authtest.Config, a "local" client cannot reserve until it presents the
+// worker token with use, which is consumed (the used tube stays default);
+// then it reserves, inspects and deletes the job a producer put, and may
+// not put. id names the k-th job put, as the server numbers it. Both
+// connections stay open until the test ends, so their tubes stay too.
+func bsAuthTokenScenario(t *testing.T, addr string, id func(k int) string) {
+	t.Helper()
 	p := bsDial(t, addr)
-	defer p.nc.Close()
-	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED 1\r\n")
+	t.Cleanup(func() { p.nc.Close() })
+	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED "+id(1)+"\r\n")
 
 	w := bsDial(t, addr)
-	defer w.nc.Close()
+	t.Cleanup(func() { w.nc.Close() })
 	bsRoundTrip(t, w,
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"ignore default\r\n", "WATCHING 1\r\n",
 		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", // still "local": no consume right
 		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"list-tube-used\r\n", "USING default\r\n",
-		"reserve-with-timeout 0\r\n", "RESERVED 1 2\r\nj1\r\n",
-		"delete 1\r\n", "DELETED\r\n",
+		"reserve-with-timeout 0\r\n", "RESERVED "+id(1)+" 2\r\nj1\r\n",
+		"stats-job "+id(1)+"\r\n", "OK {n}\r\n---\nid: "+id(1)+"\ntube: jobs\nstate: reserved\n{...}",
+		"delete "+id(1)+"\r\n", "DELETED\r\n",
 		"use jobs\r\n", "USING jobs\r\n",
 		"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n", // a worker, not a producer
 	)
-
-	adm := bsAdmin(t, addr)
-	bsRoundTrip(t, adm, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
-
-	bsCheckUnknownTokens(t, addr, logs)
 }
 
 // bsCheckUnknownTokens: a client presenting unknown tokens is refused

@@ -95,24 +95,7 @@ func TestBeanstalkGatewayAuthCIDR(t *testing.T) {
 // deletes; the third unknown token closes the connection.
 func TestBeanstalkGatewayAuthToken(t *testing.T) {
 	addr, up, _, logs := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
-	p := bsDial(t, addr)
-	defer p.nc.Close()
-	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED "+gid(1)+"\r\n")
-
-	w := bsDial(t, addr)
-	defer w.nc.Close()
-	bsRoundTrip(t, w,
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
-		"list-tube-used\r\n", "USING default\r\n",
-		"reserve-with-timeout 0\r\n", "RESERVED "+gid(1)+" 2\r\nj1\r\n",
-		"stats-job "+gid(1)+"\r\n", "OK {n}\r\n---\nid: "+gid(1)+"\ntube: jobs\nstate: reserved\n{...}",
-		"delete "+gid(1)+"\r\n", "DELETED\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n",
-	)
+	bsAuthTokenScenario(t, addr, func(k int) string { return gid(uint64(k)) })
 	u := bsDial(t, up)
 	defer u.nc.Close()
 	bsRoundTrip(t, u, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
