@@ -3,12 +3,12 @@ package examples_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/internal/testutil"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
@@ -27,35 +27,6 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// server is what both proxy servers offer the tests.
-type server interface {
-	Serve(net.Listener) error
-	Shutdown(context.Context) error
-}
-
-// serve runs srv on a fresh 127.0.0.1 port until the test ends and returns
-// its address.
-func serve(t *testing.T, srv server) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String()
-}
-
 // startGearman starts an in-process jobgate Gearman server. Its handles are
 // "H:test:<n>", so that outputs can be compared exactly.
 func startGearman(t *testing.T) string {
@@ -67,7 +38,7 @@ func startGearman(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, srv)
+	return testutil.Serve(t, srv)
 }
 
 // startBeanstalk starts an in-process jobgate Beanstalk server.
@@ -84,7 +55,7 @@ func startBeanstalkWith(t *testing.T, clk clock.Clock) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, srv)
+	return testutil.Serve(t, srv)
 }
 
 // goRun runs fn in a goroutine and returns a channel that yields its error.

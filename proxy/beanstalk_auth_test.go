@@ -7,8 +7,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
-	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,47 +18,10 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/proxy/auth"
 )
-
-// Tokens of the test identities (16+ bytes of the tube-name alphabet).
-const (
-	tokWorker = "worker-token-0123456789"
-	tokAdmin  = "admin-token-0123456789ab"
-)
-
-// testAuthConfig is the auth section of the tests: token identities first
-// (so a token wins over the loopback address), a certificate identity, an
-// address range loopback is not in, and loopback itself.
-func testAuthConfig() config.Auth {
-	return config.Auth{
-		Enabled: true,
-		Identities: []config.Identity{
-			{Name: "worker", Token: tokWorker},
-			{Name: "admin", Token: tokAdmin},
-			{Name: "certworker", CertNames: []string{"worker.example"}},
-			{Name: "corp", CIDRs: []string{"10.0.0.0/8"}},
-			{Name: "local", CIDRs: []string{"127.0.0.1/32"}},
-		},
-		Rules: []config.Rule{
-			{Identity: "local", Produce: []string{"jobs", "pub.*"}},
-			{Identity: "worker", Consume: []string{"jobs"}},
-			{Identity: "certworker", Consume: []string{"jobs"}},
-			{Identity: "admin", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
-			{Identity: "corp", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
-		},
-	}
-}
-
-func mustPolicy(t testing.TB, c config.Auth) *auth.Policy {
-	t.Helper()
-	p, err := auth.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // logBuffer collects a server's log lines.
 type logBuffer struct {
@@ -90,26 +53,11 @@ func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.Beanstalk
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
+	l := testutil.Listen(t)
 	if tc != nil {
 		l = tls.NewListener(l, tc)
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	addr, _ := testutil.ServeOn(t, srv, l)
 	return srv, addr, logs
 }
 
@@ -127,7 +75,7 @@ func bsAdmin(t *testing.T, addr string) *bsConn {
 	t.Helper()
 	c := bsDial(t, addr)
 	t.Cleanup(func() { c.nc.Close() })
-	bsRoundTrip(t, c, "use jobgate-auth."+tokAdmin+"\r\n", "USING jobgate-auth."+tokAdmin+"\r\n")
+	bsRoundTrip(t, c, "use jobgate-auth."+authtest.TokAdmin+"\r\n", "USING jobgate-auth."+authtest.TokAdmin+"\r\n")
 	return c
 }
 
@@ -136,42 +84,8 @@ func bsAdmin(t *testing.T, addr string) *bsConn {
 // "jobs" and nothing else. Every denial answers NOT_FOUND, is logged with
 // the identity, changes nothing, and leaves the connection usable.
 func TestBeanstalkAuthCIDR(t *testing.T) {
-	_, addr, logs := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
-	adm := bsAdmin(t, addr)
-	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED 1\r\n")
-
-	c := bsDial(t, addr)
-	defer c.nc.Close()
-	bsRoundTrip(t, c,
-		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nb\r\n", "INSERTED 2\r\n",
-		"use pub.x\r\n", "USING pub.x\r\n",
-		"put 0 0 60 1\r\nc\r\n", "INSERTED 3\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		// Consuming and admin are not granted.
-		// A soft denial: watched, but never reserved from.
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"reserve-job 1\r\n", "NOT_FOUND\r\n",
-		"peek 1\r\n", "NOT_FOUND\r\n",
-		"peek-ready\r\n", "NOT_FOUND\r\n",
-		"stats-job 1\r\n", "NOT_FOUND\r\n",
-		"delete 1\r\n", "NOT_FOUND\r\n",
-		"kick 10\r\n", "NOT_FOUND\r\n",
-		"kick-job 1\r\n", "NOT_FOUND\r\n",
-		"stats\r\n", "NOT_FOUND\r\n",
-		"list-tubes\r\n", "NOT_FOUND\r\n",
-		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
-		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
-		// Producers may read their tube's counters.
-		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
-		"list-tube-used\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nd\r\n", "INSERTED 4\r\n",
-	)
+	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
+	c, adm := bsAuthCIDRScenario(t, addr, strconv.Itoa)
 	// Nothing half-done: the denied put made no job, the reserved tube
 	// name made no tube, the denied delete and reserve left job 1 ready.
 	bsRoundTrip(t, adm,
@@ -185,13 +99,59 @@ func TestBeanstalkAuthCIDR(t *testing.T) {
 	}
 }
 
+// bsAuthCIDRScenario is what a plain loopback client ("local" by CIDR)
+// may and may not do on addr, a server or gateway with authtest.Config:
+// every denial answers NOT_FOUND and leaves the connection usable. id
+// names the k-th job put, as the server numbers it. It returns the
+// client's connection and the admin's that put job 1, for the caller's
+// checks of what the denials left.
+func bsAuthCIDRScenario(t *testing.T, addr string, id func(k int) string) (c, adm *bsConn) {
+	t.Helper()
+	adm = bsAdmin(t, addr)
+	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED "+id(1)+"\r\n")
+
+	c = bsDial(t, addr)
+	t.Cleanup(func() { c.nc.Close() })
+	bsRoundTrip(t, c,
+		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nb\r\n", "INSERTED "+id(2)+"\r\n",
+		"use pub.x\r\n", "USING pub.x\r\n",
+		"put 0 0 60 1\r\nc\r\n", "INSERTED "+id(3)+"\r\n",
+		"use jobs\r\n", "USING jobs\r\n",
+		// Consuming and admin are not granted.
+		// A soft denial: watched, but never reserved from.
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
+		"ignore default\r\n", "WATCHING 1\r\n",
+		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
+		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
+		"reserve-job "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"peek "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"peek-ready\r\n", "NOT_FOUND\r\n",
+		"stats-job "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"delete "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"kick 10\r\n", "NOT_FOUND\r\n",
+		"kick-job "+id(1)+"\r\n", "NOT_FOUND\r\n",
+		"stats\r\n", "NOT_FOUND\r\n",
+		"list-tubes\r\n", "NOT_FOUND\r\n",
+		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
+		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
+		// Producers may read their tube's counters.
+		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
+		"list-tube-used\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nd\r\n", "INSERTED "+id(4)+"\r\n",
+	)
+	return c, adm
+}
+
 // TestBeanstalkAuthAnonymous: with no identity matching loopback, every
 // request that needs a right is denied, and logged as anonymous.
 func TestBeanstalkAuthAnonymous(t *testing.T) {
-	cfg := testAuthConfig()
+	cfg := authtest.Config()
 	cfg.Identities = cfg.Identities[:4] // drop "local"
 	cfg.Rules = cfg.Rules[1:]
-	_, addr, logs := bsStartAuth(t, mustPolicy(t, cfg), nil)
+	_, addr, logs := bsStartAuth(t, authtest.Policy(t, cfg), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c,
@@ -210,28 +170,48 @@ func TestBeanstalkAuthAnonymous(t *testing.T) {
 // it may then consume "jobs". Unknown tokens change nothing, and the
 // third closes the connection.
 func TestBeanstalkAuthToken(t *testing.T) {
-	_, addr, logs := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
-	p := bsDial(t, addr)
-	defer p.nc.Close()
-	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED 1\r\n")
-
-	w := bsDial(t, addr)
-	defer w.nc.Close()
-	bsRoundTrip(t, w,
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", // still "local": no consume right
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
-		"list-tube-used\r\n", "USING default\r\n",
-		"reserve-with-timeout 0\r\n", "RESERVED 1 2\r\nj1\r\n",
-		"delete 1\r\n", "DELETED\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n", // a worker, not a producer
-	)
+	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
+	bsAuthTokenScenario(t, addr, strconv.Itoa)
 
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
 
+	bsCheckUnknownTokens(t, addr, logs)
+}
+
+// bsAuthTokenScenario: on addr, a server or gateway with
+// authtest.Config, a "local" client cannot reserve until it presents the
+// worker token with use, which is consumed (the used tube stays default);
+// then it reserves, inspects and deletes the job a producer put, and may
+// not put. id names the k-th job put, as the server numbers it. Both
+// connections stay open until the test ends, so their tubes stay too.
+func bsAuthTokenScenario(t *testing.T, addr string, id func(k int) string) {
+	t.Helper()
+	p := bsDial(t, addr)
+	t.Cleanup(func() { p.nc.Close() })
+	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED "+id(1)+"\r\n")
+
+	w := bsDial(t, addr)
+	t.Cleanup(func() { w.nc.Close() })
+	bsRoundTrip(t, w,
+		"watch jobs\r\n", "WATCHING 2\r\n",
+		"ignore default\r\n", "WATCHING 1\r\n",
+		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n", // still "local": no consume right
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
+		"list-tube-used\r\n", "USING default\r\n",
+		"reserve-with-timeout 0\r\n", "RESERVED "+id(1)+" 2\r\nj1\r\n",
+		"stats-job "+id(1)+"\r\n", "OK {n}\r\n---\nid: "+id(1)+"\ntube: jobs\nstate: reserved\n{...}",
+		"delete "+id(1)+"\r\n", "DELETED\r\n",
+		"use jobs\r\n", "USING jobs\r\n",
+		"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n", // a worker, not a producer
+	)
+}
+
+// bsCheckUnknownTokens: a client presenting unknown tokens is refused
+// (NOT_FOUND) and cut off at the third, and the server logs the refusal
+// without the token.
+func bsCheckUnknownTokens(t *testing.T, addr string, logs *logBuffer) {
+	t.Helper()
 	bad := bsDial(t, addr)
 	defer bad.nc.Close()
 	bsRoundTrip(t, bad,
@@ -250,14 +230,14 @@ func TestBeanstalkAuthToken(t *testing.T) {
 // still watches "default" is never given a job from "default", neither at
 // once nor while it waits.
 func TestBeanstalkAuthReserveFilter(t *testing.T) {
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n")
 
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"reserve-with-timeout 0\r\n", "TIMED_OUT\r\n",
 	)
@@ -273,7 +253,7 @@ func TestBeanstalkAuthReserveFilter(t *testing.T) {
 // TestBeanstalkAuthDeniedReserveWaits: a reserve with no consumable tube
 // is answered only after a pause, so worker loops do not spin.
 func TestBeanstalkAuthDeniedReserveWaits(t *testing.T) {
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	c.send(t, "reserve\r\n")
@@ -287,7 +267,7 @@ func TestBeanstalkAuthDeniedReserveWaits(t *testing.T) {
 // certificate the client falls back to its address.
 func TestBeanstalkAuthCert(t *testing.T) {
 	ca := testutil.NewCA(t, "test CA")
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), ca.MutualTLS(t))
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), ca.MutualTLS(t))
 	dial := func(certs ...tls.Certificate) *bsConn {
 		nc, err := tls.Dial("tcp", addr, ca.ClientTLS(certs...))
 		if err != nil {
@@ -332,14 +312,14 @@ func TestBeanstalkAuthCert(t *testing.T) {
 // TestBeanstalkAuthSwap: SetAuthPolicy takes effect on a live connection
 // at its next command, and nil turns auth off.
 func TestBeanstalkAuthSwap(t *testing.T) {
-	srv, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	srv, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\na\r\n", "INSERTED 1\r\n", "stats\r\n", "NOT_FOUND\r\n")
 
-	cfg := testAuthConfig()
+	cfg := authtest.Config()
 	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
-	srv.SetAuthPolicy(mustPolicy(t, cfg))
+	srv.SetAuthPolicy(authtest.Policy(t, cfg))
 	bsRoundTrip(t, c, "put 0 0 60 1\r\nb\r\n", "NOT_FOUND\r\n", "stats\r\n", "OK {n}\r\n---\n{...}")
 
 	srv.SetAuthPolicy(nil)
@@ -354,12 +334,17 @@ func TestBeanstalkAuthSwap(t *testing.T) {
 // using the reserved tube (pipelined, its reply skipped), then works;
 // denials surface as ErrNotFound and the connection stays in step.
 func TestBeanstalkAuthGoClient(t *testing.T) {
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
-	prod, err := gobeanstalk.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
+	runGoClientAuth(t, addr)
+}
+
+// runGoClientAuth drives go-beanstalk against addr, a server or gateway
+// with authtest.Config: the local producer's put, denied put, stats and
+// reserve; the worker token sent by using the reserved tube; the worker's
+// reserve, delete and denied put; and the connection still in step.
+func runGoClientAuth(t *testing.T, addr string) {
+	t.Helper()
+	prod := bgwDial(t, addr)
 	jobs := gobeanstalk.NewTube(prod, "jobs")
 	id, err := jobs.Put([]byte("hello"), 1, 0, time.Minute)
 	if err != nil {
@@ -375,12 +360,8 @@ func TestBeanstalkAuthGoClient(t *testing.T) {
 		t.Fatalf("denied reserve: %v", err)
 	}
 
-	wc, err := gobeanstalk.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wc.Close()
-	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+tokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
+	wc := bgwDial(t, addr)
+	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+authtest.TokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
 		t.Fatalf("token use + peek-ready on default: %v", err)
 	}
 	gotID, body, err := gobeanstalk.NewTubeSet(wc, "jobs").Reserve(5 * time.Second)
@@ -407,7 +388,7 @@ func TestBeanstalkAuthBeaneater(t *testing.T) {
 	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
 		t.Skipf("ruby beaneater not installed: %s", out)
 	}
-	_, addr, _ := bsStartAuth(t, mustPolicy(t, testAuthConfig()), nil)
+	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	runBeaneaterAuth(t, ruby, addr)
 }
 
@@ -438,7 +419,7 @@ try("reserve as worker") { j = w.tubes.reserve(0); j.delete; j.body }
 try("put as worker") { w.tubes["jobs"].put("x")[:status] }
 try("reserve again") { j = w.tubes.reserve(0); j.delete; j.body }
 try("reserve empty") { w.tubes.reserve(0) }
-`, addr, tokWorker).CombinedOutput()
+`, addr, authtest.TokWorker).CombinedOutput()
 	t.Logf("beaneater:\n%s", out)
 	if err != nil {
 		t.Fatal(err)
@@ -463,7 +444,7 @@ reserve empty: Beaneater::TimedOutError
 // BenchmarkBeanstalkServerCycleAuth is BenchmarkBeanstalkServerCycle with
 // auth on, every command allowed: the cost of the checks.
 func BenchmarkBeanstalkServerCycleAuth(b *testing.B) {
-	_, addr, _ := bsStartAuth(b, mustPolicy(b, config.Auth{
+	_, addr, _ := bsStartAuth(b, authtest.Policy(b, config.Auth{
 		Enabled:    true,
 		Identities: []config.Identity{{Name: "local", CIDRs: []string{"127.0.0.1/32"}}},
 		Rules:      []config.Rule{{Identity: "local", Produce: []string{"*"}, Consume: []string{"*"}, Admin: true}},

@@ -19,37 +19,56 @@ func TestBeanstalkDifferential(t *testing.T) {
 	for seed := range uint64(16) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
-			servers := []bsServer{bsStartJobgate(t, 1000), bsStartReal(t, 1000)}
-			const nconns = 3
-			conns := make([][]*bsConn, len(servers))
-			for i, srv := range servers {
-				for range nconns {
-					c := bsDial(t, srv.addr)
-					defer c.nc.Close()
-					conns[i] = append(conns[i], c)
-				}
-			}
-			rng := rand.New(rand.NewPCG(seed, 7))
-			var history []string
-			for step := range 600 {
-				ci := rng.IntN(nconns)
-				cmd := bsRandomCommand(rng)
-				history = append(history, fmt.Sprintf("conn %d: %q", ci, cmd))
-				var replies []string
-				for i := range servers {
-					c := conns[i][ci]
-					c.send(t, cmd)
-					replies = append(replies, bsMask(c.readReply(t)))
-				}
-				if replies[0] != replies[1] {
-					if len(history) > 15 {
-						history = history[len(history)-15:]
-					}
-					t.Fatalf("step %d, last commands:\n%s\njobgate:    %q\nbeanstalkd: %q",
-						step, strings.Join(history, "\n"), replies[0], replies[1])
-				}
-			}
+			bsDiffRun(t, seed, bsStartJobgate(t, 1000), bsStartReal(t, 1000), bsDiff{name: "jobgate", steps: 600, mask: bsMask})
 		})
+	}
+}
+
+// bsDiff is how a differential run compares a server with beanstalkd.
+type bsDiff struct {
+	name  string                // the server's name in failures
+	steps int                   // how many random commands
+	mask  func(string) string   // hides what may differ in a reply
+	skip  func(cmd string) bool // nil, or leaves out commands the two answer differently by design
+}
+
+// bsDiffRun sends seed's random commands over three connections each to
+// subject and ref (a beanstalkd), and fails at the first step whose masked
+// replies differ, with the commands that led there.
+func bsDiffRun(t *testing.T, seed uint64, subject, ref bsServer, d bsDiff) {
+	t.Helper()
+	servers := []bsServer{subject, ref}
+	const nconns = 3
+	conns := make([][]*bsConn, len(servers))
+	for i, srv := range servers {
+		for range nconns {
+			c := bsDial(t, srv.addr)
+			defer c.nc.Close()
+			conns[i] = append(conns[i], c)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var history []string
+	for step := range d.steps {
+		ci := rng.IntN(nconns)
+		cmd := bsRandomCommand(rng)
+		if d.skip != nil && d.skip(cmd) {
+			continue
+		}
+		history = append(history, fmt.Sprintf("conn %d: %q", ci, cmd))
+		var replies []string
+		for i := range servers {
+			c := conns[i][ci]
+			c.send(t, cmd)
+			replies = append(replies, d.mask(c.readReply(t)))
+		}
+		if replies[0] != replies[1] {
+			if len(history) > 15 {
+				history = history[len(history)-15:]
+			}
+			t.Fatalf("step %d, last commands:\n%s\n%-12s%q\nbeanstalkd: %q",
+				step, strings.Join(history, "\n"), d.name+":", replies[0], replies[1])
+		}
 	}
 }
 

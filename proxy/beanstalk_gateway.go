@@ -250,27 +250,12 @@ func buildBeanstalkGateway(c *config.Config, m *metrics.Metrics, prev map[string
 				return nil, fmt.Errorf("beanstalk backend %q: %w", cb.Name, err)
 			}
 			b := &routing.Backend{ID: cb.ID, Name: cb.Name, Beanstalk: ub}
-			var onBreaker func(string, routing.BreakerState, routing.BreakerState)
-			var onHealth func(bool)
-			if m != nil {
-				bs := m.Backend(cb.Name)
-				onBreaker = func(_ string, _, to routing.BreakerState) { bs.SetBreakerState(uint8(to)) }
-				onHealth = bs.SetUp
+			h, err := guardBackend(b, cb, ub.Probe, m)
+			if err != nil {
+				return nil, err
 			}
-			if cb.Breaker.Failures > 0 {
-				b.Breaker, err = routing.NewBreaker(routing.BreakerConfig{Name: cb.Name,
-					Failures: cb.Breaker.Failures, OpenTimeout: cb.Breaker.OpenTimeout,
-					HalfOpenRequests: cb.Breaker.HalfOpenRequests, OnStateChange: onBreaker})
-				if err != nil {
-					return nil, err
-				}
-			}
-			if cb.HealthInterval > 0 {
-				b.Health, err = routing.NewHealth(routing.HealthConfig{Probe: ub.Probe, Interval: cb.HealthInterval, OnChange: onHealth})
-				if err != nil {
-					return nil, err
-				}
-				health = append(health, b.Health)
+			if h != nil {
+				health = append(health, h)
 			}
 			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
 		}
@@ -278,57 +263,7 @@ func buildBeanstalkGateway(c *config.Config, m *metrics.Metrics, prev map[string
 	if upstreams == 0 {
 		return nil, nil
 	}
-	pools := map[string]*routing.Pool{}
-	target := func(name string) (*routing.Pool, error) {
-		if p := pools[name]; p != nil {
-			return p, nil
-		}
-		var p *routing.Pool
-		var err error
-		if b := byName[name]; b != nil {
-			p, err = routing.NewPool(name, routing.Single, b)
-		} else if cp, ok := c.Pool(name); ok {
-			kind := map[string]routing.PoolKind{config.StrategySingle: routing.Single,
-				config.StrategyShard: routing.Shard, config.StrategyFailover: routing.Failover}[cp.Strategy]
-			var members []*routing.Backend
-			for _, m := range cp.Backends {
-				if b := byName[m]; b != nil {
-					members = append(members, b)
-				}
-			}
-			p, err = routing.NewPool(name, kind, members...)
-		} else {
-			return nil, fmt.Errorf("beanstalk route target %q is neither a beanstalk backend nor a pool", name)
-		}
-		if err != nil {
-			return nil, err
-		}
-		pools[name] = p
-		return p, nil
-	}
-	var rules []routing.Rule
-	for i, r := range c.Routes.Beanstalk {
-		p, err := target(r.Target())
-		if err != nil {
-			return nil, fmt.Errorf("routes.beanstalk[%d]: %w", i, err)
-		}
-		switch {
-		case r.Exact != "":
-			rules = append(rules, routing.Rule{Kind: routing.Exact, Pattern: r.Exact, Pool: p})
-		case r.Prefix != "":
-			rules = append(rules, routing.Rule{Kind: routing.Prefix, Pattern: r.Prefix, Pool: p})
-		default:
-			rules = append(rules, routing.Rule{Kind: routing.Glob, Pattern: r.Glob, Pool: p})
-		}
-	}
-	var def *routing.Pool
-	if c.Routes.BeanstalkDefault != "" {
-		var err error
-		if def, err = target(c.Routes.BeanstalkDefault); err != nil {
-			return nil, fmt.Errorf("routes.beanstalk_default: %w", err)
-		}
-	}
-	rt, err := routing.NewRules(rules, def)
+	rt, pools, err := routeRules(c, "beanstalk", c.Routes.Beanstalk, c.Routes.BeanstalkDefault, byName)
 	if err != nil {
 		return nil, err
 	}

@@ -1,21 +1,16 @@
 package proxy_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/proxy/auth"
 	"github.com/jobgate/jobgate/routing"
@@ -25,9 +20,19 @@ import (
 // beanstalkd (ids 1..n); ups maps each id to its address.
 func bgwGateway(t testing.TB, n int, mods ...func(*config.Config)) (g *proxy.BeanstalkGateway, ups map[int]string) {
 	t.Helper()
+	return bgwShardGateway(t, n, false, mods...)
+}
+
+// bgwShardGateway is bgwGateway with the local engine in the pool first
+// when local is set. mods adjust the configuration before it is validated.
+func bgwShardGateway(t testing.TB, n int, local bool, mods ...func(*config.Config)) (g *proxy.BeanstalkGateway, ups map[int]string) {
+	t.Helper()
 	c := config.Default()
 	ups = map[int]string{}
 	var members []string
+	if local {
+		members = append(members, config.LocalName)
+	}
 	for i := 1; i <= n; i++ {
 		addr := testutil.StartBeanstalkd(t)
 		b := config.DefaultBackend()
@@ -51,38 +56,12 @@ func bgwGateway(t testing.TB, n int, mods ...func(*config.Config)) (g *proxy.Bea
 	return g, ups
 }
 
-// bgwServe serves cfg (its Gateway set) on loopback until the test ends.
-func bgwServe(t testing.TB, cfg proxy.BeanstalkConfig) (string, *proxy.BeanstalkServer) {
-	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String(), srv
-}
-
 // bgwStartAuth serves a gateway over one beanstalkd with policy p.
 func bgwStartAuth(t *testing.T, p *auth.Policy) (gw, up string, srv *proxy.BeanstalkServer, logs *logBuffer) {
 	t.Helper()
 	g, ups := bgwGateway(t, 1)
 	logs = &logBuffer{}
-	gw, srv = bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: p, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: p, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	return gw, ups[1], srv, logs
 }
 
@@ -93,39 +72,8 @@ func gid(k uint64) string { return strconv.FormatUint(1<<routing.UpstreamIDBits|
 // in front of a real beanstalkd: the same denials, each NOT_FOUND and
 // logged, nothing reaching the upstream, the connection usable after.
 func TestBeanstalkGatewayAuthCIDR(t *testing.T) {
-	addr, up, _, logs := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
-	adm := bsAdmin(t, addr)
-	bsRoundTrip(t, adm, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 1\r\nx\r\n", "INSERTED "+gid(1)+"\r\n")
-
-	c := bsDial(t, addr)
-	defer c.nc.Close()
-	bsRoundTrip(t, c,
-		"put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n", // into "default"
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nb\r\n", "INSERTED "+gid(2)+"\r\n",
-		"use pub.x\r\n", "USING pub.x\r\n",
-		"put 0 0 60 1\r\nc\r\n", "INSERTED "+gid(3)+"\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"list-tubes-watched\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"watch jobgate-auth.x\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"reserve-job "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"peek "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"peek-ready\r\n", "NOT_FOUND\r\n",
-		"stats-job "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"delete "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"kick 10\r\n", "NOT_FOUND\r\n",
-		"kick-job "+gid(1)+"\r\n", "NOT_FOUND\r\n",
-		"stats\r\n", "NOT_FOUND\r\n",
-		"list-tubes\r\n", "NOT_FOUND\r\n",
-		"pause-tube jobs 10\r\n", "NOT_FOUND\r\n",
-		"stats-tube payroll\r\n", "NOT_FOUND\r\n",
-		"stats-tube jobs\r\n", "OK {n}\r\n---\nname: jobs\n{...}current-jobs-ready: 2\n{...}",
-		"list-tube-used\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nd\r\n", "INSERTED "+gid(4)+"\r\n",
-	)
+	addr, up, _, logs := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
+	c, _ := bsAuthCIDRScenario(t, addr, func(k int) string { return gid(uint64(k)) })
 	// Nothing half-done, seen on the upstream itself.
 	u := bsDial(t, up)
 	defer u.nc.Close()
@@ -146,55 +94,27 @@ func TestBeanstalkGatewayAuthCIDR(t *testing.T) {
 // (never sent upstream), identifies the worker, which then reserves and
 // deletes; the third unknown token closes the connection.
 func TestBeanstalkGatewayAuthToken(t *testing.T) {
-	addr, up, _, logs := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
-	p := bsDial(t, addr)
-	defer p.nc.Close()
-	bsRoundTrip(t, p, "use jobs\r\n", "USING jobs\r\n", "put 0 0 60 2\r\nj1\r\n", "INSERTED "+gid(1)+"\r\n")
-
-	w := bsDial(t, addr)
-	defer w.nc.Close()
-	bsRoundTrip(t, w,
-		"watch jobs\r\n", "WATCHING 2\r\n",
-		"ignore default\r\n", "WATCHING 1\r\n",
-		"reserve-with-timeout 0\r\n", "NOT_FOUND\r\n",
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
-		"list-tube-used\r\n", "USING default\r\n",
-		"reserve-with-timeout 0\r\n", "RESERVED "+gid(1)+" 2\r\nj1\r\n",
-		"stats-job "+gid(1)+"\r\n", "OK {n}\r\n---\nid: "+gid(1)+"\ntube: jobs\nstate: reserved\n{...}",
-		"delete "+gid(1)+"\r\n", "DELETED\r\n",
-		"use jobs\r\n", "USING jobs\r\n",
-		"put 0 0 60 1\r\nx\r\n", "NOT_FOUND\r\n",
-	)
+	addr, up, _, logs := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
+	bsAuthTokenScenario(t, addr, func(k int) string { return gid(uint64(k)) })
 	u := bsDial(t, up)
 	defer u.nc.Close()
 	bsRoundTrip(t, u, "list-tubes\r\n", "OK {n}\r\n---\n- default\n- jobs\n\r\n")
 
-	bad := bsDial(t, addr)
-	defer bad.nc.Close()
-	bsRoundTrip(t, bad,
-		"use jobgate-auth.not-a-known-token-000\r\n", "USING jobgate-auth.not-a-known-token-000\r\n",
-		"use jobgate-auth.short\r\n", "USING jobgate-auth.short\r\n",
-		"stats\r\n", "NOT_FOUND\r\n",
-	)
-	bad.send(t, "use jobgate-auth.not-a-known-token-001\r\n")
-	bad.expectEOF(t, "third unknown token")
-	if l := logs.String(); !strings.Contains(l, "auth: unknown token") || strings.Contains(l, "not-a-known-token") {
-		t.Errorf("unknown tokens not logged, or logged in clear:\n%s", l)
-	}
+	bsCheckUnknownTokens(t, addr, logs)
 }
 
 // TestBeanstalkGatewayAuthReserveFilter: a worker that may consume "jobs"
 // but also watches "default" is never given a job from "default" by the
 // upstream, at once or while it waits.
 func TestBeanstalkGatewayAuthReserveFilter(t *testing.T) {
-	addr, up, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, up, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "put 0 0 60 1\r\nd\r\n", "INSERTED "+gid(1)+"\r\n")
 
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"reserve-with-timeout 0\r\n", "TIMED_OUT\r\n",
 	)
@@ -213,7 +133,7 @@ func TestBeanstalkGatewayAuthReserveFilter(t *testing.T) {
 // consumable tube is held before its NOT_FOUND, after the replies before
 // it.
 func TestBeanstalkGatewayAuthDeniedReserveWaits(t *testing.T) {
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	c.send(t, "list-tube-used\r\nreserve\r\n")
@@ -228,7 +148,7 @@ func TestBeanstalkGatewayAuthDeniedReserveWaits(t *testing.T) {
 // gateway learns their tube from the upstream), and not those of other
 // tubes; its own reserved job needs no lookup.
 func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm,
 		"use jobs\r\n", "USING jobs\r\n",
@@ -240,7 +160,7 @@ func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"peek "+gid(2)+"\r\n", "FOUND "+gid(2)+" 1\r\nb\r\n",
 		"delete "+gid(2)+"\r\n", "DELETED\r\n",
 		"peek "+gid(3)+"\r\n", "NOT_FOUND\r\n",
@@ -255,33 +175,8 @@ func TestBeanstalkGatewayAuthOthersJobs(t *testing.T) {
 // TestBeanstalkGatewayAuthGoClient: go-beanstalk, unmodified, through the
 // gateway: token, denials as ErrNotFound, the connection in step after.
 func TestBeanstalkGatewayAuthGoClient(t *testing.T) {
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
-	prod := bgwDial(t, addr)
-	jobs := gobeanstalk.NewTube(prod, "jobs")
-	id, err := jobs.Put([]byte("hello"), 1, 0, time.Minute)
-	if err != nil {
-		t.Fatalf("put by local: %v", err)
-	}
-	if _, err := gobeanstalk.NewTube(prod, "payroll").Put([]byte("x"), 1, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrNotFound) {
-		t.Fatalf("denied put: %v", err)
-	}
-	if _, _, err := gobeanstalk.NewTubeSet(prod, "jobs").Reserve(0); !errors.Is(err, gobeanstalk.ErrNotFound) {
-		t.Fatalf("denied reserve: %v", err)
-	}
-	wc := bgwDial(t, addr)
-	if _, _, err := gobeanstalk.NewTube(wc, auth.TokenPrefix+tokWorker).PeekReady(); !errors.Is(err, gobeanstalk.ErrNotFound) {
-		t.Fatalf("token use + peek-ready on default: %v", err)
-	}
-	gotID, body, err := gobeanstalk.NewTubeSet(wc, "jobs").Reserve(5 * time.Second)
-	if err != nil || gotID != id || string(body) != "hello" {
-		t.Fatalf("worker reserve: %d %q %v", gotID, body, err)
-	}
-	if err := wc.Delete(gotID); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if _, err := jobs.Put([]byte("again"), 1, 0, time.Minute); err != nil {
-		t.Fatalf("put after the denials (out of step?): %v", err)
-	}
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
+	runGoClientAuth(t, addr)
 }
 
 // TestBeanstalkGatewayAuthBeaneater is TestBeanstalkAuthBeaneater through
@@ -291,7 +186,7 @@ func TestBeanstalkGatewayAuthBeaneater(t *testing.T) {
 	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
 		t.Skipf("ruby beaneater not installed: %s", out)
 	}
-	addr, _, _, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, _, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	runBeaneaterAuth(t, ruby, addr)
 }
 
@@ -299,7 +194,7 @@ func TestBeanstalkGatewayAuthBeaneater(t *testing.T) {
 // connection from its next command, and turning auth off lets the
 // soft-denied watch reach the upstream.
 func TestBeanstalkGatewayAuthSwap(t *testing.T) {
-	addr, _, srv, _ := bgwStartAuth(t, mustPolicy(t, testAuthConfig()))
+	addr, _, srv, _ := bgwStartAuth(t, authtest.Policy(t, authtest.Config()))
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c,
@@ -308,9 +203,9 @@ func TestBeanstalkGatewayAuthSwap(t *testing.T) {
 		"watch jobs\r\n", "WATCHING 2\r\n",
 		"stats\r\n", "NOT_FOUND\r\n",
 	)
-	cfg := testAuthConfig()
+	cfg := authtest.Config()
 	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
-	srv.SetAuthPolicy(mustPolicy(t, cfg))
+	srv.SetAuthPolicy(authtest.Policy(t, cfg))
 	bsRoundTrip(t, c, "put 0 0 60 1\r\nb\r\n", "NOT_FOUND\r\n", "stats\r\n", "OK {n}\r\n---\n{...}")
 
 	srv.SetAuthPolicy(nil)
@@ -330,7 +225,7 @@ func TestBeanstalkGatewayAuthLocal(t *testing.T) {
 	c.Backends = append(c.Backends, b)
 	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
 	must(t, err)
-	addr, _ := bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: mustPolicy(t, testAuthConfig())})
+	addr, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: authtest.Policy(t, authtest.Config())})
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm,
 		"put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n",
@@ -342,7 +237,7 @@ func TestBeanstalkGatewayAuthLocal(t *testing.T) {
 	w := bsDial(t, addr)
 	defer w.nc.Close()
 	bsRoundTrip(t, w,
-		"use jobgate-auth."+tokWorker+"\r\n", "USING jobgate-auth."+tokWorker+"\r\n",
+		"use jobgate-auth."+authtest.TokWorker+"\r\n", "USING jobgate-auth."+authtest.TokWorker+"\r\n",
 		"peek 2\r\n", "NOT_FOUND\r\n",
 		"delete 1\r\n", "NOT_FOUND\r\n",
 		"peek 3\r\n", "FOUND 3 1\r\nj\r\n",

@@ -2,13 +2,11 @@ package proxy_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,28 +25,7 @@ import (
 // its process, for tests that kill it and start it again by PID.
 func ownBeanstalkd(t *testing.T, port int, dir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(testutil.RequireBinary(t, "beanstalkd"), "-l", "127.0.0.1", "-p", strconv.Itoa(port), "-b", dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if nc, err := net.Dial("tcp", addr); err == nil {
-			nc.Close()
-			if err := testutil.CheckListener(port, cmd.Process.Pid); err != nil {
-				t.Fatalf("beanstalkd on %s: %v", addr, err)
-			}
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("beanstalkd on %s did not start", addr)
-		}
-	}
+	return testutil.StartOwned(t, "beanstalkd", port, "-l", "127.0.0.1", "-p", strconv.Itoa(port), "-b", dir)
 }
 
 // kill ends a server started by ownBeanstalkd, by PID, at once.
@@ -415,21 +392,8 @@ func TestBeanstalkGatewayCommandMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{Gateway: g, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	conn := bsDial(t, l.Addr().String())
+	addr, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Metrics: m})
+	conn := bsDial(t, addr)
 	defer conn.nc.Close()
 	conn.send(t, "put 1 0 10 1\r\nx\r\nuse doomed\r\nput 1 0 10 1\r\ny\r\nbogus\r\n")
 	conn.expect(t, "INSERTED 1\r\nUSING doomed\r\nINTERNAL_ERROR\r\nUNKNOWN_COMMAND\r\n", "batch")

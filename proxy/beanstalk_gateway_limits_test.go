@@ -18,7 +18,7 @@ func bgwStartLimited(t *testing.T, lim proxy.Limits) (srv *proxy.BeanstalkServer
 	g, ups := bgwGateway(t, 1)
 	clk = clock.NewFake(time.Unix(1_700_000_000, 0))
 	m = metrics.New(metrics.Options{NoRuntimeCollectors: true})
-	gw, srv = bgwServe(t, proxy.BeanstalkConfig{Gateway: g, ConnLimits: lim, Clock: clk, Metrics: m})
+	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, ConnLimits: lim, Clock: clk, Metrics: m})
 	return srv, clk, m, gw, ups[1]
 }
 
@@ -102,36 +102,7 @@ func TestBeanstalkGatewayLimitsReadTimeout(t *testing.T) {
 // write_timeout.
 func TestBeanstalkGatewayLimitsWriteTimeout(t *testing.T) {
 	_, clk, m, addr, _ := bgwStartLimited(t, proxy.Limits{WriteTimeout: 4 * time.Second})
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		cmds := []byte(strings.Repeat("list-tubes-watched\r\n", 1000))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := nc.Write(cmds); err != nil {
-				return
-			}
-		}
-	}()
-	key := `jobgate_connections_cut_total{protocol="beanstalk",reason="write_timeout"}`
-	deadline := time.Now().Add(10 * time.Second)
-	for scrapeMetrics(t, m)[key] == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the client that does not read was never cut off")
-		}
-		clk.Advance(time.Second)
-		time.Sleep(5 * time.Millisecond) // let the real socket fill between fake seconds
-	}
-	waitClosed(t, nc, "non-reading client")
+	bsExpectWriteTimeoutCut(t, addr, "list-tubes-watched\r\n", clk, m)
 }
 
 // TestBeanstalkGatewayLimitsMaxReserved: past max_reserved_per_conn a

@@ -1,10 +1,6 @@
 package proxy
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/routing"
@@ -35,10 +31,8 @@ import (
 // built.
 func (s *BeanstalkServer) PrepareReload(c *config.Config, m *metrics.Metrics) (apply func(), err error) {
 	if s.gw == nil {
-		for _, b := range c.AllBackends() {
-			if b.Type == config.TypeBeanstalk && b.Name != config.LocalName {
-				return nil, errors.New("beanstalk: this server was started without upstream backends; adding them needs a restart")
-			}
+		if err := refuseNewUpstreams(c, config.TypeBeanstalk); err != nil {
+			return nil, err
 		}
 		return func() {}, nil
 	}
@@ -57,20 +51,8 @@ func (s *BeanstalkServer) PrepareReload(c *config.Config, m *metrics.Metrics) (a
 		return nil, err
 	}
 	return func() {
-		running := map[*routing.Health]bool{}
-		for _, h := range old.cfg.health {
-			running[h] = true
-		}
 		s.gw.cur.Store(rt)
-		for _, h := range rt.cfg.health {
-			if !running[h] {
-				h.Start()
-			}
-			delete(running, h)
-		}
-		for h := range running {
-			h.Stop()
-		}
+		swapHealth(old.cfg.health, rt.cfg.health)
 	}, nil
 }
 
@@ -101,27 +83,5 @@ func (s *BeanstalkServer) RoutesReady() error {
 	if s.gw == nil {
 		return nil
 	}
-	rt := s.gw.rt()
-	var down []string
-	seen := map[*routing.Pool]bool{}
-	check := func(p *routing.Pool) {
-		if p == nil || seen[p] {
-			return
-		}
-		seen[p] = true
-		for _, b := range p.Backends() {
-			if b.Available() {
-				return
-			}
-		}
-		down = append(down, p.Name())
-	}
-	for _, r := range rt.cfg.Rules.Rules() {
-		check(r.Pool)
-	}
-	check(rt.cfg.Rules.Default())
-	if len(down) > 0 {
-		return fmt.Errorf("no backend up for beanstalk route target %s", strings.Join(down, ", "))
-	}
-	return nil
+	return routesDown(config.TypeBeanstalk, s.gw.rt().cfg.Rules)
 }

@@ -39,7 +39,7 @@ func TestBeanstalkGatewayReload(t *testing.T) {
 	ups := map[int]string{1: testutil.StartBeanstalkd(t), 2: testutil.StartBeanstalkd(t)}
 	g, err := proxy.NewBeanstalkGatewayFromConfig(bgwReloadConfig(t, ups, "bs-1"), nil)
 	must(t, err)
-	addr, srv := bgwServe(t, proxy.BeanstalkConfig{Gateway: g})
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{Gateway: g})
 
 	c := bsDial(t, addr)
 	defer c.nc.Close()
@@ -88,7 +88,7 @@ func TestBeanstalkGatewayReloadToLocal(t *testing.T) {
 	ups := map[int]string{1: testutil.StartBeanstalkd(t), 2: testutil.StartBeanstalkd(t)}
 	g, err := proxy.NewBeanstalkGatewayFromConfig(bgwReloadConfig(t, ups, "bs-1"), nil)
 	must(t, err)
-	addr, srv := bgwServe(t, proxy.BeanstalkConfig{Gateway: g})
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{Gateway: g})
 	c := bsDial(t, addr)
 	defer c.nc.Close()
 	bsRoundTrip(t, c, "put 0 0 60 1\r\nx\r\n", "INSERTED "+idOn(1, 1)+"\r\n")

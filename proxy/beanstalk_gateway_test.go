@@ -12,7 +12,6 @@ import (
 	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 
 	"github.com/jobgate/jobgate/config"
-	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/proxy"
 	"github.com/jobgate/jobgate/routing"
 )
@@ -31,36 +30,17 @@ type bgwCluster struct {
 // configuration before it is validated.
 func bgwStart(t *testing.T, n int, local bool, mods ...func(*config.Config)) *bgwCluster {
 	t.Helper()
-	c := config.Default()
-	cl := &bgwCluster{ups: map[int]string{}}
-	var members []string
+	g, ups := bgwShardGateway(t, n, local, mods...)
+	cl := &bgwCluster{ups: ups}
 	var mirror []*routing.Backend
 	if local {
-		members = append(members, config.LocalName)
 		mirror = append(mirror, &routing.Backend{ID: 0, Name: "local"})
 	}
 	for i := 1; i <= n; i++ {
-		addr := testutil.StartBeanstalkd(t)
-		b := config.DefaultBackend()
-		b.Name, b.ID, b.Type, b.Address, b.HealthInterval = fmt.Sprintf("bs-%d", i), i, config.TypeBeanstalk, addr, 0
-		c.Backends = append(c.Backends, b)
-		members = append(members, b.Name)
-		mirror = append(mirror, &routing.Backend{ID: i, Name: b.Name})
-		cl.ups[i] = addr
-	}
-	c.Pools = append(c.Pools, config.Pool{Name: "shard", Strategy: config.StrategyShard, Backends: members})
-	c.Routes.BeanstalkDefault = "shard"
-	for _, m := range mods {
-		m(c)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
-	if err != nil {
-		t.Fatal(err)
+		mirror = append(mirror, &routing.Backend{ID: i, Name: fmt.Sprintf("bs-%d", i)})
 	}
 	cl.addr, cl.srv = bsServeGateway(t, g, 0)
+	var err error
 	if cl.pool, err = routing.NewPool("mirror", routing.Shard, mirror...); err != nil {
 		t.Fatal(err)
 	}

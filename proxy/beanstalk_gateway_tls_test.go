@@ -1,9 +1,7 @@
 package proxy_test
 
 import (
-	"context"
 	"crypto/tls"
-	"net"
 	"testing"
 	"time"
 
@@ -21,23 +19,10 @@ func startTLSBeanstalkUpstream(t *testing.T, ca *testutil.CA) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tc := ca.MutualTLS(t)
 	tc.ClientAuth = tls.RequireAndVerifyClientCert
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(tls.NewListener(l, tc)) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("upstream shutdown: %v", err)
-		}
-		<-served
-	})
-	return l.Addr().String()
+	addr, _ := testutil.ServeOn(t, srv, tls.NewListener(testutil.Listen(t), tc))
+	return addr
 }
 
 // bgwTLSGateway serves a gateway routing every tube to the one upstream
@@ -58,7 +43,7 @@ func bgwTLSGateway(t *testing.T, addr string, ctls config.ClientTLS) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, _ := bgwServe(t, proxy.BeanstalkConfig{Gateway: g})
+	gw, _ := bsServe(t, proxy.BeanstalkConfig{Gateway: g})
 	return gw
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/jobgate/jobgate/proxy"
@@ -20,7 +19,7 @@ func startTracedBeanstalkGateway(t *testing.T, cfg tracing.Config) (gw, up strin
 	t.Helper()
 	g, ups := bgwGateway(t, 1)
 	tr, rec := recordedTracer(t, tracing.Beanstalk, cfg)
-	gw, srv = bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr})
+	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr})
 	return gw, ups[1], srv, rec
 }
 
@@ -33,21 +32,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 	addr, up, srv, rec := startTracedBeanstalkGateway(t, tracing.Config{})
 	prod := bgwDial(t, addr)
 	work := bgwDial(t, addr)
-	tube := gobeanstalk.NewTube(prod, "emails")
-	ts := gobeanstalk.NewTubeSet(work, "emails")
-
-	id, err := tube.Put([]byte("hello"), 10, 0, time.Minute)
-	must(t, err)
-	rid, _, err := ts.Reserve(time.Second)
-	must(t, err)
-	if rid != id {
-		t.Fatalf("reserved %d, want %d", rid, id)
-	}
-	must(t, work.Release(id, 7, 0))
-	_, _, err = ts.Reserve(time.Second)
-	must(t, err)
-	must(t, work.Touch(id))
-	must(t, work.Delete(id))
+	id, tube, ts := bsReleaseRetry(t, prod, work)
 	host, port, _ := net.SplitHostPort(up)
 	rep := strings.NewReplacer("ID", strconv.FormatUint(id, 10), "SERVER", "server.address="+host+" server.port="+port)
 	want := []string{
@@ -109,7 +94,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 func TestBeanstalkGatewayTraceTableSize(t *testing.T) {
 	g, _ := bgwGateway(t, 1)
 	tr, _ := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
-	addr, srv := bgwServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr, TraceTableSize: 2})
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{Gateway: g, Tracer: tr, TraceTableSize: 2})
 	c := bgwDial(t, addr)
 	for i := range 3 {
 		if _, err := c.Put([]byte("x"), 1, 0, time.Minute); err != nil {

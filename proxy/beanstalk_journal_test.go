@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,28 +38,18 @@ func bsStartDurable(t testing.TB, dataDir string, p journal.SyncPolicy) (addr st
 		fj.Close()
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
+	addr, stopServer := testutil.ServeOn(t, srv, testutil.Listen(t))
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-			<-served
+			stopServer()
 			if err := fj.Close(); err != nil {
 				t.Errorf("journal close: %v", err)
 			}
 		})
 	}
 	t.Cleanup(stop)
-	return l.Addr().String(), stop
+	return addr, stop
 }
 
 // TestHelperBeanstalkServer is not a test: run by

@@ -1,8 +1,6 @@
 package proxy_test
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -19,28 +17,11 @@ func startBeanstalkMetrics(t *testing.T) (*proxy.BeanstalkServer, *metrics.Metri
 	t.Helper()
 	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{
 		EngineConfig: engine.Config{Clock: clk},
 		Metrics:      m,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	})
-	return srv, m, clk, l.Addr().String()
+	return srv, m, clk, addr
 }
 
 // TestBeanstalkMetrics runs a scripted workload and checks the exact

@@ -3,8 +3,6 @@ package proxy_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,51 +21,16 @@ import (
 // from ecfg. The server stops at the end of the test or at stop.
 func startBeanstalkTraced(t testing.TB, tr *tracing.Tracer, ecfg engine.Config) (addr string, stop func()) {
 	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: ecfg, Tracer: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-			<-served
-		})
-	}
-	t.Cleanup(stop)
-	return l.Addr().String(), stop
+	addr, stop, _ = bsServeStop(t, proxy.BeanstalkConfig{EngineConfig: ecfg, Tracer: tr})
+	return addr, stop
 }
 
-func bsGoDial(t *testing.T, addr string) *gobeanstalk.Conn {
+// bsReleaseRetry puts a job on tube emails with prod, reserves it with
+// work, releases it for a retry, reserves it again, touches and deletes
+// it: the scenario the trace tests expect spans of. It returns the job id
+// and the tube and tube set, for the tests' next jobs.
+func bsReleaseRetry(t *testing.T, prod, work *gobeanstalk.Conn) (uint64, *gobeanstalk.Tube, *gobeanstalk.TubeSet) {
 	t.Helper()
-	c, err := gobeanstalk.DialTimeout("tcp", addr, bsReplyTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// TestBeanstalkTraceReleaseRetry traces a job through put, a reservation
-// released for a retry, and a second reservation deleted; then a job whose
-// TTR runs out (fake clock) and which is then buried; and a put with no
-// reservation. Clients: go-beanstalk.
-func TestBeanstalkTraceReleaseRetry(t *testing.T) {
-	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
-	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	addr, _ := startBeanstalkTraced(t, tr, engine.Config{Clock: clk})
-	prod := bsGoDial(t, addr)
-	work := bsGoDial(t, addr)
 	tube := gobeanstalk.NewTube(prod, "emails")
 	ts := gobeanstalk.NewTubeSet(work, "emails")
 
@@ -83,6 +46,20 @@ func TestBeanstalkTraceReleaseRetry(t *testing.T) {
 	must(t, err)
 	must(t, work.Touch(id))
 	must(t, work.Delete(id))
+	return id, tube, ts
+}
+
+// TestBeanstalkTraceReleaseRetry traces a job through put, a reservation
+// released for a retry, and a second reservation deleted; then a job whose
+// TTR runs out (fake clock) and which is then buried; and a put with no
+// reservation. Clients: go-beanstalk.
+func TestBeanstalkTraceReleaseRetry(t *testing.T) {
+	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	addr, _ := startBeanstalkTraced(t, tr, engine.Config{Clock: clk})
+	prod := bgwDial(t, addr)
+	work := bgwDial(t, addr)
+	_, tube, ts := bsReleaseRetry(t, prod, work)
 	spans := waitSpans(t, rec, 5)
 	checkSpans(t, spans, []string{
 		"T1 send emails producer parent=- links=[] status=Unset messaging.destination.name=emails messaging.message.body.size=5 messaging.message.id=1 messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk",
@@ -101,7 +78,7 @@ func TestBeanstalkTraceReleaseRetry(t *testing.T) {
 	waitSpans(t, rec, 2) // send, receive
 	clk.Advance(3 * time.Second)
 	waitSpans(t, rec, 3) // the process span ended by the engine's timer
-	rid, _, err = ts.Reserve(time.Second)
+	rid, _, err := ts.Reserve(time.Second)
 	must(t, err)
 	if rid != id2 {
 		t.Fatalf("reserved %d, want %d", rid, id2)
@@ -132,7 +109,7 @@ func TestBeanstalkTraceAfterRestart(t *testing.T) {
 		return addr, func() { stop(); fj.Close() }
 	}
 	addr, stop := run()
-	c := bsGoDial(t, addr)
+	c := bgwDial(t, addr)
 	id, err := c.Put([]byte("durable"), 1, 0, time.Minute)
 	must(t, err)
 	c.Close()
@@ -141,7 +118,7 @@ func TestBeanstalkTraceAfterRestart(t *testing.T) {
 
 	addr, stop = run()
 	defer stop()
-	w := bsGoDial(t, addr)
+	w := bgwDial(t, addr)
 	rid, body, err := w.Reserve(time.Second)
 	must(t, err)
 	if rid != id || string(body) != "durable" {
@@ -161,7 +138,7 @@ func TestBeanstalkTraceAfterRestart(t *testing.T) {
 func TestBeanstalkTracePayload(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{PayloadTraceparent: true})
 	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
-	c := bsGoDial(t, addr)
+	c := bgwDial(t, addr)
 	id, err := c.Put([]byte(`{"w":800}`), 1, 0, time.Minute)
 	must(t, err)
 	_, body, err := c.Reserve(time.Second)
@@ -191,7 +168,7 @@ func TestBeanstalkTracePayload(t *testing.T) {
 func TestBeanstalkTraceCommandSpans(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{CommandSpans: true})
 	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
-	c := bsGoDial(t, addr)
+	c := bgwDial(t, addr)
 	if _, err := c.Stats(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -62,31 +61,12 @@ type bsServer struct {
 
 func bsStartJobgate(t testing.TB, maxJobSize int) bsServer {
 	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{
 		EngineConfig: engine.Config{MaxJobSize: maxJobSize},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
 	})
 	return bsServer{
 		name:  "jobgate",
-		addr:  l.Addr().String(),
+		addr:  addr,
 		drain: func(*testing.T) { srv.Engine().SetDraining(true) },
 	}
 }

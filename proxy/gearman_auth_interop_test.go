@@ -11,6 +11,7 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/proxy/auth"
 )
 
@@ -20,8 +21,8 @@ func gmInteropAuthConfig() config.Auth {
 	return config.Auth{
 		Enabled: true,
 		Identities: []config.Identity{
-			{Name: "perlworker", Token: gmTokWorker},
-			{Name: "admin", Token: gmTokAdmin},
+			{Name: "perlworker", Token: authtest.TokWorker},
+			{Name: "admin", Token: authtest.TokAdmin},
 			{Name: "perlclient", Token: "perl-client-token-0123"},
 			{Name: "local", CIDRs: []string{"127.0.0.1/32"}},
 		},
@@ -71,11 +72,11 @@ func waitAdmin(t *testing.T, adm *gmAuthClient, line string, ok func(string) boo
 func TestGearmanAuthCLI(t *testing.T) {
 	gearmanBin := testutil.RequireBinary(t, "gearman")
 	gearadmin := testutil.RequireBinary(t, "gearadmin")
-	addr := startJobgateGearmanServer(t, GearmanConfig{Engine: gearmanConfigForTest(), Auth: gmPolicy(t, gmInteropAuthConfig())})
+	addr := startJobgateGearmanServer(t, GearmanConfig{Engine: gearmanConfigForTest(), Auth: authtest.Policy(t, gmInteropAuthConfig())})
 	host, port, _ := net.SplitHostPort(addr)
 	hp := []string{"-h", host, "-p", port}
 	adm := gmAuthDial(t, addr, nil)
-	adm.send(codec.OptionReq, "auth="+gmTokAdmin)
+	adm.send(codec.OptionReq, "auth="+authtest.TokAdmin)
 	adm.expect(codec.OptionRes)
 
 	startTool(t, gearmanBin, append(append([]string{}, hp...), "-w", "-f", "jobs", "-f", "secret", "--", "rev")...)
@@ -117,9 +118,9 @@ func TestGearmanAuthPerl(t *testing.T) {
 	if out, err := exec.Command(perl, "-MGearman::Client", "-MGearman::Worker", "-e", "1").CombinedOutput(); err != nil {
 		t.Skipf("Perl Gearman library not installed: %s", out)
 	}
-	addr := startJobgateGearmanServer(t, GearmanConfig{Engine: gearmanConfigForTest(), Auth: gmPolicy(t, gmInteropAuthConfig())})
+	addr := startJobgateGearmanServer(t, GearmanConfig{Engine: gearmanConfigForTest(), Auth: authtest.Policy(t, gmInteropAuthConfig())})
 	adm := gmAuthDial(t, addr, nil)
-	adm.send(codec.OptionReq, "auth="+gmTokAdmin)
+	adm.send(codec.OptionReq, "auth="+authtest.TokAdmin)
 	adm.expect(codec.OptionRes)
 
 	startTool(t, perl, "-e", `
@@ -128,7 +129,7 @@ my $w = Gearman::Worker->new(job_servers => [$ARGV[0]], client_id => $ARGV[1]);
 $w->register_function("perl.upper" => sub { uc ${$_[0]->argref} });
 $w->register_function("secret" => sub { "leak" });
 $w->work while 1;
-`, addr, auth.TokenPrefix+gmTokWorker)
+`, addr, auth.TokenPrefix+authtest.TokWorker)
 	waitAdmin(t, adm, "workers", func(s string) bool { return strings.Contains(s, " : perl.upper\n") })
 
 	out, err := runToolErr(t, perl, "-e", `

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"net"
 	"slices"
@@ -13,47 +12,10 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/proxy/auth"
 )
-
-// Tokens of the test identities.
-const (
-	gmTokWorker = "worker-token-0123456789"
-	gmTokAdmin  = "admin-token-0123456789ab"
-)
-
-// gmAuthConfig: token identities first, then a certificate identity, an
-// address range loopback is not in, and loopback ("local", a producer of
-// "jobs" and "pub.*").
-func gmAuthConfig() config.Auth {
-	return config.Auth{
-		Enabled: true,
-		Identities: []config.Identity{
-			{Name: "worker", Token: gmTokWorker},
-			{Name: "admin", Token: gmTokAdmin},
-			{Name: "certworker", CertNames: []string{"worker.example"}},
-			{Name: "corp", CIDRs: []string{"10.0.0.0/8"}},
-			{Name: "local", CIDRs: []string{"127.0.0.1/32"}},
-		},
-		Rules: []config.Rule{
-			{Identity: "local", Produce: []string{"jobs", "pub.*"}},
-			{Identity: "worker", Consume: []string{"jobs"}},
-			{Identity: "certworker", Consume: []string{"jobs"}},
-			{Identity: "admin", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
-			{Identity: "corp", Admin: true, Produce: []string{"*"}, Consume: []string{"*"}},
-		},
-	}
-}
-
-func gmPolicy(t testing.TB, c config.Auth) *auth.Policy {
-	t.Helper()
-	p, err := auth.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // gmAuthClient is a raw Gearman connection for the auth tests.
 type gmAuthClient struct {
@@ -144,8 +106,8 @@ func (c *gmAuthClient) expectClosed() {
 // denied must not have reached it either.
 func gmAuthScenario(t *testing.T, addr, upstream string) {
 	adm := gmAuthDial(t, addr, nil)
-	adm.send(codec.OptionReq, "auth="+gmTokAdmin)
-	adm.expect(codec.OptionRes, "auth="+gmTokAdmin)
+	adm.send(codec.OptionReq, "auth="+authtest.TokAdmin)
+	adm.expect(codec.OptionRes, "auth="+authtest.TokAdmin)
 
 	// "local", by address: may submit to jobs, nothing else.
 	c := gmAuthDial(t, addr, nil)
@@ -187,7 +149,7 @@ func gmAuthScenario(t *testing.T, addr, upstream string) {
 
 	// "worker", by a token in SET_CLIENT_ID: consumed, not kept as the id.
 	w := gmAuthDial(t, addr, nil)
-	w.send(codec.SetClientID, auth.TokenPrefix+gmTokWorker)
+	w.send(codec.SetClientID, auth.TokenPrefix+authtest.TokWorker)
 	w.send(codec.CanDo, "jobs")
 	w.send(codec.CanDo, "secret")
 	w.sync()
@@ -226,7 +188,7 @@ func TestGearmanAuthLocal(t *testing.T) {
 		name := map[bool]string{false: "loop", true: "goroutines"}[goroutines]
 		t.Run(name, func(t *testing.T) {
 			addr := startJobgateGearmanServer(t, GearmanConfig{
-				Engine: gearmanConfigForTest(), Goroutines: goroutines, Auth: gmPolicy(t, gmAuthConfig()),
+				Engine: gearmanConfigForTest(), Goroutines: goroutines, Auth: authtest.Policy(t, authtest.Config()),
 			})
 			gmAuthScenario(t, addr, "")
 		})
@@ -236,7 +198,7 @@ func TestGearmanAuthLocal(t *testing.T) {
 // TestGearmanAuthGateway runs the scenario through the gateway, in front
 // of a real gearmand and in front of the local engine.
 func TestGearmanAuthGateway(t *testing.T) {
-	withAuth := func(cfg *GearmanConfig) { cfg.Auth = gmPolicy(t, gmAuthConfig()) }
+	withAuth := func(cfg *GearmanConfig) { cfg.Auth = authtest.Policy(t, authtest.Config()) }
 	t.Run("gearmand", func(t *testing.T) {
 		up := testutil.StartGearmand(t)
 		c, err := config.Upstreams([]string{up}, nil)
@@ -284,7 +246,7 @@ func (c wrappedConn) NetConn() net.Conn { return c.Conn }
 
 func gmAuthCert(t *testing.T, wrap bool) {
 	ca := testutil.NewCA(t, "test CA")
-	srv, err := NewGearmanServer(GearmanConfig{Engine: gearmanConfigForTest(), Auth: gmPolicy(t, gmAuthConfig())})
+	srv, err := NewGearmanServer(GearmanConfig{Engine: gearmanConfigForTest(), Auth: authtest.Policy(t, authtest.Config())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +285,7 @@ func gmAuthCert(t *testing.T, wrap bool) {
 // TestGearmanAuthSwap: SetAuthPolicy takes effect on a live connection at
 // its next request; nil turns auth off.
 func TestGearmanAuthSwap(t *testing.T) {
-	srv, err := NewGearmanServer(GearmanConfig{Engine: gearmanConfigForTest(), Auth: gmPolicy(t, gmAuthConfig())})
+	srv, err := NewGearmanServer(GearmanConfig{Engine: gearmanConfigForTest(), Auth: authtest.Policy(t, authtest.Config())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,12 +297,12 @@ func TestGearmanAuthSwap(t *testing.T) {
 		t.Fatalf("version: %q", got)
 	}
 	w := gmAuthDial(t, addr, nil)
-	w.send(codec.OptionReq, "auth="+gmTokWorker)
+	w.send(codec.OptionReq, "auth="+authtest.TokWorker)
 	w.expect(codec.OptionRes)
 
-	cfg := gmAuthConfig()
+	cfg := authtest.Config()
 	cfg.Rules[0] = config.Rule{Identity: "local", Admin: true}
-	srv.SetAuthPolicy(gmPolicy(t, cfg))
+	srv.SetAuthPolicy(authtest.Policy(t, cfg))
 	// The worker's token identifies it under the new policy too.
 	w.send(codec.CanDo, "jobs")
 	w.send(codec.GrabJob)
@@ -365,19 +327,8 @@ func TestGearmanAuthSwap(t *testing.T) {
 // serveGearmanOn is serveGearman on a given listener.
 func serveGearmanOn(t testing.TB, srv *GearmanServer, l net.Listener) string {
 	t.Helper()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return l.Addr().String()
+	addr, _ := testutil.ServeOn(t, srv, l)
+	return addr
 }
 
 // benchAuthConfig grants loopback everything: the benchmarks' auth runs

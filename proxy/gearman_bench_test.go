@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/metrics"
 )
@@ -27,7 +28,7 @@ func BenchmarkGearmanServerForeground(b *testing.B) {
 			cfg := GearmanConfig{Engine: gearmanConfigForTest(), Goroutines: mode.goroutines}
 			if mode.auth {
 				// Auth must not add allocations to the loop's 0 either.
-				cfg.Auth = gmPolicy(b, benchAuthConfig)
+				cfg.Auth = authtest.Policy(b, benchAuthConfig)
 			}
 			if mode.metrics {
 				// Metrics must not add allocations to the loop's 0.

@@ -88,29 +88,12 @@ func gearmanMetricsWorkload(t *testing.T, goroutines bool) {
 	canDo := "CAN_DO"
 	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{
+	addr, stop, _ := gmServeStop(t, proxy.GearmanConfig{
 		Engine:     gearman.Config{Clock: clk, HandlePrefix: "H:t"},
 		Metrics:    m,
 		Goroutines: goroutines,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	}()
-	addr := l.Addr().String()
+	defer stop()
 
 	w, c := gmDial(t, addr), gmDial(t, addr)
 	if goroutines {

@@ -1,42 +1,11 @@
 package proxy
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/jobgate/jobgate/internal/testutil/tracebench"
 	"github.com/jobgate/jobgate/tracing"
 )
-
-// benchOTLPReceiver starts an OTLP/HTTP receiver on loopback that reads
-// and discards every request, for the duration of the benchmark, and
-// returns its URL: a traced benchmark then pays for the real export
-// (encoding, HTTP) as a server does. (The external tests have their own.)
-func benchOTLPReceiver(b *testing.B) string {
-	resp, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(resp)
-	}))
-	b.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// processCPU is the process's CPU time so far (every thread), for a
-// per-job CPU figure that a loaded machine distorts less than wall time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkGearmanServerForegroundTracing is the event-loop foreground
 // benchmark with tracing off, on but sampling no job (always_off: the cost
@@ -51,23 +20,12 @@ func BenchmarkGearmanServerForegroundTracing(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			cfg := GearmanConfig{Engine: gearmanConfigForTest()}
-			if sampler != "" {
-				p, err := tracing.New(context.Background(),
-					tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench", Endpoint: benchOTLPReceiver(b)})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					defer cancel()
-					_ = p.Shutdown(ctx)
-				})
+			if p := tracebench.Provider(b, sampler); p != nil {
 				cfg.Tracer = p.Tracer(tracing.Gearman)
 			}
 			addr := startJobgateGearmanServer(b, cfg)
-			start := processCPU()
+			defer tracebench.ReportCPU(b)()
 			runForegroundBench(b, addr)
-			b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -3,8 +3,6 @@ package proxy_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,33 +27,12 @@ func startGearmanTraced(t *testing.T, tr *tracing.Tracer, goroutines bool) strin
 // the server stops at the end of the test or at stop.
 func startGearmanTracedOn(t *testing.T, tr *tracing.Tracer, ecfg gearman.Config, goroutines bool) (addr string, stop func()) {
 	t.Helper()
-	srv, err := proxy.NewGearmanServer(proxy.GearmanConfig{
+	addr, stop, _ = gmServeStop(t, proxy.GearmanConfig{
 		Engine:     ecfg,
 		Goroutines: goroutines,
 		Tracer:     tr,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("shutdown: %v", err)
-			}
-			<-served
-		})
-	}
-	t.Cleanup(stop)
-	return l.Addr().String(), stop
+	return addr, stop
 }
 
 // TestGearmanTraceAfterRestart submits a traced background job to a

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,30 +24,13 @@ func startLimitedBeanstalk(t *testing.T, lim proxy.Limits) (*proxy.BeanstalkServ
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
+	addr, srv := bsServe(t, proxy.BeanstalkConfig{
 		EngineConfig: engine.Config{Clock: clk},
 		ConnLimits:   lim,
 		Clock:        clk,
 		Metrics:      m,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	})
-	return srv, clk, m, l.Addr().String()
+	return srv, clk, m, addr
 }
 
 // waitClosed reads c until the server closes it; it fails the test if that
@@ -201,6 +183,15 @@ func TestBeanstalkLimitsReadTimeout(t *testing.T) {
 // progress for write_timeout.
 func TestBeanstalkLimitsWriteTimeout(t *testing.T) {
 	_, clk, m, addr := startLimitedBeanstalk(t, proxy.Limits{WriteTimeout: 4 * time.Second})
+	// stats replies are ~1KB: the socket buffers fill fast.
+	bsExpectWriteTimeoutCut(t, addr, "stats\r\n", clk, m)
+}
+
+// bsExpectWriteTimeoutCut sends cmd to addr over and over without reading
+// a reply, advancing clk a second at a time, until m counts a write
+// timeout cut; then the server must have closed the connection.
+func bsExpectWriteTimeoutCut(t *testing.T, addr, cmd string, clk *clock.Fake, m *metrics.Metrics) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +199,8 @@ func TestBeanstalkLimitsWriteTimeout(t *testing.T) {
 	defer nc.Close()
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() { // stats replies are ~1KB: the socket buffers fill fast
-		cmds := []byte(strings.Repeat("stats\r\n", 1000))
+	go func() {
+		cmds := []byte(strings.Repeat(cmd, 1000))
 		for {
 			select {
 			case <-stop:

@@ -174,26 +174,36 @@ func TestGearmanLimitsMaxAssigned(t *testing.T) {
 // is not held up.
 func TestGearmanLimitsSlowReader(t *testing.T) {
 	forEachLimitedMode(t, Limits{WriteBufferLimit: 256 << 10}, func(t *testing.T, addr string, _ *clock.Fake, m *metrics.Metrics) {
-		c := glDial(t, addr)
-		c.send(t, codec.SubmitJob, "f", "", "x")
-		c.expect(t, codec.JobCreated, "submit") // queued before the worker grabs
-		w := glDial(t, addr)
-		w.send(t, codec.CanDo, "f")
-		w.send(t, codec.GrabJob)
-		job := w.expect(t, codec.JobAssign, "grab")
-		chunk := codec.AppendPacket(nil, codec.Req, codec.WorkData, job.Args[0], make([]byte, 1<<20))
-		for i := 0; i < 32; i++ { // far more than socket buffers hold
-			if _, err := w.nc.Write(chunk); err != nil {
-				t.Fatalf("worker write %d: %v", i, err)
-			}
-		}
-		w.send(t, codec.EchoReq, "alive")
-		w.expect(t, codec.EchoRes, "worker")
+		c := glStreamToIdleClient(t, addr, 32)
 		c.waitClosed(t, "slow reader")
 		if n := metricValue(t, m, `jobgate_connections_cut_total{protocol="gearman",reason="slow_reader"}`); n != 1 {
 			t.Errorf("slow_reader cuts counted: %v, want 1", n)
 		}
 	})
+}
+
+// glStreamToIdleClient submits a job from a client that then reads
+// nothing, and has a worker stream it chunks WORK_DATA packets of 1MiB,
+// far more than socket buffers hold; it checks the worker is not held up
+// (its ECHO answers) and returns the idle client.
+func glStreamToIdleClient(t *testing.T, addr string, chunks int) *glConn {
+	t.Helper()
+	c := glDial(t, addr)
+	c.send(t, codec.SubmitJob, "f", "", "x")
+	c.expect(t, codec.JobCreated, "submit") // queued before the worker grabs
+	w := glDial(t, addr)
+	w.send(t, codec.CanDo, "f")
+	w.send(t, codec.GrabJob)
+	job := w.expect(t, codec.JobAssign, "grab")
+	chunk := codec.AppendPacket(nil, codec.Req, codec.WorkData, job.Args[0], make([]byte, 1<<20))
+	for i := 0; i < chunks; i++ {
+		if _, err := w.nc.Write(chunk); err != nil {
+			t.Fatalf("worker write %d: %v", i, err)
+		}
+	}
+	w.send(t, codec.EchoReq, "alive")
+	w.expect(t, codec.EchoRes, "worker")
+	return c
 }
 
 // metricValue scrapes m for the sample named exactly key; -1 if absent.
@@ -246,21 +256,7 @@ func TestGearmanLimitsReadTimeout(t *testing.T) {
 // output made no progress for write_timeout.
 func TestGearmanLimitsWriteTimeout(t *testing.T) {
 	forEachLimitedMode(t, Limits{WriteTimeout: 4 * time.Second}, func(t *testing.T, addr string, clk *clock.Fake, m *metrics.Metrics) {
-		c := glDial(t, addr)
-		c.send(t, codec.SubmitJob, "f", "", "x")
-		c.expect(t, codec.JobCreated, "submit")
-		w := glDial(t, addr)
-		w.send(t, codec.CanDo, "f")
-		w.send(t, codec.GrabJob)
-		job := w.expect(t, codec.JobAssign, "grab")
-		chunk := codec.AppendPacket(nil, codec.Req, codec.WorkData, job.Args[0], make([]byte, 1<<20))
-		for i := 0; i < 16; i++ { // far more than socket buffers hold
-			if _, err := w.nc.Write(chunk); err != nil {
-				t.Fatalf("worker write %d: %v", i, err)
-			}
-		}
-		w.send(t, codec.EchoReq, "alive")
-		w.expect(t, codec.EchoRes, "worker")
+		c := glStreamToIdleClient(t, addr, 16)
 		key := `jobgate_connections_cut_total{protocol="gearman",reason="write_timeout"}`
 		deadline := time.Now().Add(10 * time.Second)
 		for metricValue(t, m, key) < 1 {

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"crypto/tls"
 	"net"
 	"testing"
@@ -31,26 +30,13 @@ func startTLSLimited(t *testing.T, lim proxy.Limits) *tlsLimitFixture {
 		t.Fatal(err)
 	}
 	f.srv = srv
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := testutil.Listen(t)
 	conf := f.ca.MutualTLS(t)
 	conf.ClientAuth = tls.RequireAndVerifyClientCert
 	// A handshake timeout in the options that the server's limits must
 	// override: an hour would hang the timeout tests.
 	l := proxy.NewTLSListener(inner, conf, proxy.TLSListenerOptions{HandshakeTimeout: time.Hour})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), tlsTimeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		<-served
-	})
-	f.addr = inner.Addr().String()
+	f.addr, _ = testutil.ServeOn(t, srv, l)
 	return f
 }
 

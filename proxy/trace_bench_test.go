@@ -1,63 +1,12 @@
 package proxy_test
 
 import (
-	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/jobgate/jobgate/internal/testutil/tracebench"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/tracing"
 )
-
-// benchProvider returns a Provider with tracing on (the sampler given,
-// the real export queue) exporting over OTLP/HTTP to a receiver on
-// loopback that discards every request, shut down with the benchmark; or
-// nil for no sampler (tracing off). The export is part of what a traced
-// server pays, so it is part of the benchmark.
-func benchProvider(b *testing.B, sampler string) *tracing.Provider {
-	if sampler == "" {
-		return nil
-	}
-	p, err := tracing.New(context.Background(),
-		tracing.Config{Enabled: true, Sampler: sampler, ServiceName: "bench", Endpoint: benchReceiver(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-		if d := p.Dropped(); d > 0 {
-			b.Logf("%d spans dropped", d)
-		}
-	})
-	return p
-}
-
-// reportCPU starts counting the process's CPU time (user and system,
-// every thread: server, client and the trace SDK); the returned function
-// reports it per operation as cpu-ns/op. On a shared machine, wall time per
-// job mostly measures the other tenants; CPU time per job is what tracing
-// adds, and what limits throughput when the server is saturated.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkBeanstalkServerCycleTracing is BenchmarkBeanstalkServerCycle
 // with tracing off, on but sampling nothing (always_off) and at always_on:
@@ -70,26 +19,12 @@ func BenchmarkBeanstalkServerCycleTracing(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var tr *tracing.Tracer
-			if p := benchProvider(b, sampler); p != nil {
+			if p := tracebench.Provider(b, sampler); p != nil {
 				tr = p.Tracer(tracing.Beanstalk)
 			}
 			addr, _ := startBeanstalkTraced(b, tr, engine.Config{})
-			defer reportCPU(b)()
+			defer tracebench.ReportCPU(b)()
 			bsBenchCycle(b, addr)
 		})
 	}
-}
-
-// benchReceiver starts an OTLP/HTTP receiver on loopback that reads and
-// discards every request, for the duration of the benchmark, and returns
-// its URL.
-func benchReceiver(b *testing.B) string {
-	resp, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(resp)
-	}))
-	b.Cleanup(srv.Close)
-	return srv.URL
 }

@@ -30,10 +30,7 @@ go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 
 BS_PID="" JG_PID=""
 stop_servers() {
-	for pid in $BS_PID $JG_PID; do
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_pids $BS_PID $JG_PID
 	BS_PID="" JG_PID=""
 }
 trap stop_servers EXIT

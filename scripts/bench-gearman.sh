@@ -41,10 +41,7 @@ go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 
 GM_PID="" JG_PID=""
 stop_servers() {
-	for pid in $GM_PID $JG_PID; do
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_pids $GM_PID $JG_PID
 	GM_PID="" JG_PID=""
 }
 trap stop_servers EXIT

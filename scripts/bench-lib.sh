@@ -23,3 +23,12 @@ wait_port() {
 	echo "nothing listens on port $1" >&2
 	return 1
 }
+
+# stop_pids ends each process whose PID is given (the servers a script
+# started) and waits for it; empty or gone PIDs are skipped.
+stop_pids() {
+	for pid in "$@"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+}

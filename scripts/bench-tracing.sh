@@ -32,18 +32,12 @@ go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 
 SINK_PID="" OFF_PID="" ON_PID=""
 stop_all() {
-	for pid in $OFF_PID $ON_PID $SINK_PID; do
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_pids $OFF_PID $ON_PID $SINK_PID
 	OFF_PID="" ON_PID="" SINK_PID=""
 }
 trap stop_all EXIT
 stop_jobgates() {
-	for pid in $OFF_PID $ON_PID; do
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	stop_pids $OFF_PID $ON_PID
 	OFF_PID="" ON_PID=""
 }
 

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/proxy"
 )
 
@@ -18,16 +16,7 @@ func TestGearmanWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	addr := testutil.Serve(t, srv)
 	for _, tc := range []struct {
 		workload, want string
 		flags          []string
@@ -42,7 +31,7 @@ func TestGearmanWorkloads(t *testing.T) {
 		{"bg", "proxy_cpu_us=", []string{"-proxy-pid", strconv.Itoa(os.Getpid())}},
 	} {
 		var out, errb bytes.Buffer
-		args := append([]string{"-addr", l.Addr().String(), "-workload", tc.workload, "-n", "300", "-clients", "4", "-body-size", "10"}, tc.flags...)
+		args := append([]string{"-addr", addr, "-workload", tc.workload, "-n", "300", "-clients", "4", "-body-size", "10"}, tc.flags...)
 		code := runGearman(args, &out, &errb)
 		if code != 0 || !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), "p99=") {
 			t.Fatalf("%s %v: code %d\nstdout: %s\nstderr: %s", tc.workload, tc.flags, code, out.String(), errb.String())

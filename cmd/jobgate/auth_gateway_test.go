@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/routing"
@@ -36,32 +31,8 @@ auth:
 `)
 	p := startJobgate(t, 1, "-config", cfgFile, "-gearman", "", "-beanstalk", "127.0.0.1:0", "-admin", "", "-data", "", "-beanstalk-upstream", up)
 
-	dial := func(addr string) (net.Conn, func(send, want string)) {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		br := bufio.NewReader(c)
-		return c, func(send, want string) {
-			t.Helper()
-			io.WriteString(c, send)
-			var got string
-			for range strings.Count(want, "\n") {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					t.Fatalf("%q: %v after %q", send, err, got)
-				}
-				got += line
-			}
-			if got != want {
-				t.Fatalf("%q: got %q, want %q", send, got, want)
-			}
-		}
-	}
 	id := strconv.FormatUint(513<<routing.UpstreamIDBits|1, 10) // the first -beanstalk-upstream is backend 513
-	_, say := dial(p.addrs["beanstalk"])
+	_, _, say := lineDial(t, p.addrs["beanstalk"])
 	say("put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n")
 	say("use jobs\r\n", "USING jobs\r\n")
 	say("put 0 0 60 1\r\nb\r\n", "INSERTED "+id+"\r\n")
@@ -74,7 +45,7 @@ auth:
 	say("delete "+id+"\r\n", "DELETED\r\n")
 
 	// The upstream saw one job, in "jobs", and no token tube.
-	_, direct := dial(up)
+	_, _, direct := lineDial(t, up)
 	direct("list-tubes\r\n", "OK 21\r\n---\n- default\n- jobs\n\r\n")
 	direct("peek-ready\r\n", "NOT_FOUND\r\n") // the denied put into "default"
 }

@@ -40,31 +40,7 @@ auth:
 `)
 	p := startJobgate(t, 2, "-config", cfgFile, "-gearman", "127.0.0.1:0", "-beanstalk", "127.0.0.1:0", "-admin", "", "-data", "", "-auth-max-bad-tokens", "1")
 
-	dial := func(addr string) (net.Conn, *bufio.Reader) {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		return c, bufio.NewReader(c)
-	}
-	bs, br := dial(p.addrs["beanstalk"])
-	say := func(send, want string) {
-		t.Helper()
-		io.WriteString(bs, send)
-		var got string
-		for range strings.Count(want, "\n") {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("%q: %v after %q", send, err, got)
-			}
-			got += line
-		}
-		if got != want {
-			t.Fatalf("%q: got %q, want %q", send, got, want)
-		}
-	}
+	_, _, say := lineDial(t, p.addrs["beanstalk"])
 	say("put 0 0 60 1\r\na\r\n", "NOT_FOUND\r\n")
 	say("use jobs\r\n", "USING jobs\r\n")
 	say("put 0 0 60 1\r\nb\r\n", "INSERTED 1\r\n")
@@ -76,13 +52,13 @@ auth:
 	say("delete 1\r\n", "DELETED\r\n")
 
 	// -auth-max-bad-tokens 1: the first unknown token closes the connection.
-	bad, badr := dial(p.addrs["beanstalk"])
+	bad, badr, _ := lineDial(t, p.addrs["beanstalk"])
 	io.WriteString(bad, "use jobgate-auth.not-the-token-0123456789\r\n")
 	if line, err := badr.ReadString('\n'); err == nil {
 		t.Fatalf("unknown token answered %q, want the connection closed", line)
 	}
 
-	gm, gr := dial(p.addrs["gearman"])
+	gm, gr, _ := lineDial(t, p.addrs["gearman"])
 	gm.Write(codec.AppendPacket(nil, codec.Req, codec.SubmitJobBg, []byte("secret"), nil, []byte("x")))
 	var hdr [codec.HeaderSize]byte
 	if _, err := io.ReadFull(gr, hdr[:]); err != nil {
@@ -96,5 +72,34 @@ auth:
 	io.WriteString(gm, "status\n")
 	if line, err := gr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ERR PERMISSION_DENIED ") {
 		t.Fatalf("status answered %q %v", line, err)
+	}
+}
+
+// lineDial connects to addr for the rest of the test (10s deadline) and
+// returns the connection, its reader, and say, which sends a command and
+// requires the reply lines want, byte for byte.
+func lineDial(t *testing.T, addr string) (net.Conn, *bufio.Reader, func(send, want string)) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	return c, br, func(send, want string) {
+		t.Helper()
+		io.WriteString(c, send)
+		var got string
+		for range strings.Count(want, "\n") {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%q: %v after %q", send, err, got)
+			}
+			got += line
+		}
+		if got != want {
+			t.Fatalf("%q: got %q, want %q", send, got, want)
+		}
 	}
 }

@@ -38,30 +38,17 @@ func (s *beanstalkService) Shutdown(ctx context.Context) error {
 
 // readyChecks are the service's /readyz checks.
 func (s *beanstalkService) readyChecks() []readyCheck {
-	checks := []readyCheck{{"beanstalk routes have a backend up", func(context.Context) error { return s.RoutesReady() }}}
+	var j *journal.Journal
 	if s.journal != nil {
-		checks = append(checks, readyCheck{"beanstalk journal replayed and writable", journalCheck(s.journal.Journal())})
+		j = s.journal.Journal()
 	}
-	return checks
+	return serverReadyChecks("beanstalk", s.RoutesReady, j)
 }
 
 // prepareReload takes the new limits, auth policy and Beanstalk routing
 // (reloader).
 func (s *beanstalkService) prepareReload(cfg *config.Config) (func(), error) {
-	routes, err := s.PrepareReload(cfg, s.metrics)
-	if err != nil {
-		return nil, err
-	}
-	pol, err := authPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	l := limitsFrom(cfg.Limits)
-	return func() {
-		s.SetLimits(l)
-		s.SetAuthPolicy(pol)
-		routes()
-	}, nil
+	return prepareServerReload(s, cfg, s.metrics)
 }
 
 // newBeanstalkServer builds the Beanstalk server on a new in-process engine,

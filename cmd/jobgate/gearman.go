@@ -120,28 +120,15 @@ func syncPolicy(d config.Data) journal.SyncPolicy {
 
 // readyChecks are the service's /readyz checks.
 func (s *gearmanService) readyChecks() []readyCheck {
-	checks := []readyCheck{{"gearman routes have a backend up", func(context.Context) error { return s.RoutesReady() }}}
+	var j *journal.Journal
 	if s.journal != nil {
-		checks = append(checks, readyCheck{"gearman journal replayed and writable", journalCheck(s.journal.Journal())})
+		j = s.journal.Journal()
 	}
-	return checks
+	return serverReadyChecks("gearman", s.RoutesReady, j)
 }
 
 // prepareReload takes the new limits, auth policy and Gearman routing
 // (reloader).
 func (s *gearmanService) prepareReload(cfg *config.Config) (func(), error) {
-	routes, err := s.PrepareReload(cfg, s.metrics)
-	if err != nil {
-		return nil, err
-	}
-	pol, err := authPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	l := limitsFrom(cfg.Limits)
-	return func() {
-		s.SetLimits(l)
-		s.SetAuthPolicy(pol)
-		routes()
-	}, nil
+	return prepareServerReload(s, cfg, s.metrics)
 }

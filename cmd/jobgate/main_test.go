@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -167,15 +166,5 @@ func TestBinaryServesAndStops(t *testing.T) {
 		}
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-		if p.err != nil {
-			t.Fatalf("exit after SIGTERM: %v", p.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("still running 20s after SIGTERM")
-	}
+	stopJobgate(t, p)
 }

@@ -13,21 +13,13 @@ import (
 	"github.com/jobgate/jobgate/routing"
 )
 
-// beanstalkGatewayYAML routes tubes starting "moved." to target, one of
-// the beanstalkd servers b1 and b2.
-func beanstalkGatewayYAML(b1, b2, target string) string {
-	return "beanstalk:\n  listen: \"127.0.0.1:0\"\ngearman:\n  listen: \"\"\nadmin:\n  listen: \"127.0.0.1:0\"\ndata:\n  dir: \"\"\n" +
-		"backends:\n  - {name: b1, id: 1, type: beanstalk, address: \"" + b1 + "\"}\n  - {name: b2, id: 2, type: beanstalk, address: \"" + b2 + "\"}\n" +
-		"routes:\n  beanstalk:\n    - {prefix: \"moved.\", backend: " + target + "}\n  beanstalk_default: local\n"
-}
-
 // TestReloadBeanstalkRoutes runs the binary as a Beanstalk gateway in
 // front of two beanstalkd and moves a route with SIGHUP: the go-beanstalk
 // connection open across the reload puts to the new backend afterwards,
 // and still deletes the job it reserved on the old one.
 func TestReloadBeanstalkRoutes(t *testing.T) {
 	b1, b2 := testutil.StartBeanstalkd(t), testutil.StartBeanstalkd(t)
-	path := writeFile(t, "bgw.yaml", beanstalkGatewayYAML(b1, b2, "b1"))
+	path := writeFile(t, "bgw.yaml", gatewayYAML("beanstalk", b1, b2, "b1"))
 	p := startJobgate(t, 2, "-config", path)
 	c, err := beanstalk.DialTimeout("tcp", p.addrs["beanstalk"], 5*time.Second)
 	if err != nil {
@@ -43,7 +35,7 @@ func TestReloadBeanstalkRoutes(t *testing.T) {
 	if err != nil || got != id {
 		t.Fatalf("reserve: %d %v", got, err)
 	}
-	if err := os.WriteFile(path, []byte(beanstalkGatewayYAML(b1, b2, "b2")), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(gatewayYAML("beanstalk", b1, b2, "b2")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.cmd.Process.Signal(syscall.SIGHUP)

@@ -143,12 +143,15 @@ func TestReloadLogLevelAndRestartFields(t *testing.T) {
 	}
 }
 
-// gatewayYAML routes functions starting "moved." to target, one of the
-// gearmand servers g1 and g2.
-func gatewayYAML(g1, g2, target string) string {
-	return "beanstalk:\n  listen: \"\"\ngearman:\n  listen: \"127.0.0.1:0\"\nadmin:\n  listen: \"127.0.0.1:0\"\ndata:\n  dir: \"\"\n" +
-		"backends:\n  - {name: g1, id: 1, type: gearman, address: \"" + g1 + "\"}\n  - {name: g2, id: 2, type: gearman, address: \"" + g2 + "\"}\n" +
-		"routes:\n  gearman:\n    - {prefix: \"moved.\", backend: " + target + "}\n  gearman_default: local\n"
+// gatewayYAML serves protocol (gearman, beanstalk) alone as a gateway in
+// front of two servers, backends b1 at a1 and b2 at a2, and routes the
+// names starting "moved." to target (b1 or b2), the rest to the local
+// engine.
+func gatewayYAML(protocol, a1, a2, target string) string {
+	other := map[string]string{"gearman": "beanstalk", "beanstalk": "gearman"}[protocol]
+	return protocol + ":\n  listen: \"127.0.0.1:0\"\n" + other + ":\n  listen: \"\"\nadmin:\n  listen: \"127.0.0.1:0\"\ndata:\n  dir: \"\"\n" +
+		"backends:\n  - {name: b1, id: 1, type: " + protocol + ", address: \"" + a1 + "\"}\n  - {name: b2, id: 2, type: " + protocol + ", address: \"" + a2 + "\"}\n" +
+		"routes:\n  " + protocol + ":\n    - {prefix: \"moved.\", backend: " + target + "}\n  " + protocol + "_default: local\n"
 }
 
 // TestReloadGearmanRoutes runs the binary as a gateway in front of two
@@ -156,13 +159,13 @@ func gatewayYAML(g1, g2, target string) string {
 // across the reload submits to the new backend afterwards.
 func TestReloadGearmanRoutes(t *testing.T) {
 	g1, g2 := testutil.StartGearmand(t), testutil.StartGearmand(t)
-	path := writeFile(t, "gw.yaml", gatewayYAML(g1, g2, "g1"))
+	path := writeFile(t, "gw.yaml", gatewayYAML("gearman", g1, g2, "b1"))
 	p := startJobgate(t, 2, "-config", path)
 	c := gmDial(t, p.addrs["gearman"])
 	if pk := c.ask(t, codec.SubmitJobBg, "moved.a", "", "x"); pk.Type != codec.JobCreated || !strings.HasPrefix(string(pk.Handle()), "@1:") {
 		t.Fatalf("before the reload: %v %q", pk.Type, pk.Args)
 	}
-	if err := os.WriteFile(path, []byte(gatewayYAML(g1, g2, "g2")), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(gatewayYAML("gearman", g1, g2, "b2")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.cmd.Process.Signal(syscall.SIGHUP)

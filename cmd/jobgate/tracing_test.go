@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,17 +117,7 @@ func TestBinaryExportsTraces(t *testing.T) {
 			p := startJobgate(t, 2, "-config", conf, "-gearman", "127.0.0.1:0", "-beanstalk", "127.0.0.1:0", "-admin", "", "-data", "")
 			gearmanJob(t, p.addrs["gearman"])
 			beanstalkJob(t, p.addrs["beanstalk"])
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-p.done:
-				if p.err != nil {
-					t.Fatalf("exit after SIGTERM: %v", p.err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("still running 20s after SIGTERM")
-			}
+			stopJobgate(t, p)
 			sink.mu.Lock()
 			defer sink.mu.Unlock()
 			if !sink.service["jobgate-test"] || len(sink.service) != 1 {

@@ -3,24 +3,15 @@ package tlsconf
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/letsencrypt/pebble/v2/ca"
-	"github.com/letsencrypt/pebble/v2/db"
-	"github.com/letsencrypt/pebble/v2/va"
-	"github.com/letsencrypt/pebble/v2/wfe"
-	"github.com/miekg/dns"
-
 	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/testutil/acmetest"
 )
 
 // TestACME obtains a real certificate from Pebble, Let's Encrypt's test
@@ -33,10 +24,6 @@ func TestACME(t *testing.T) {
 	if testing.Short() {
 		t.Skip("ACME issuance in -short mode")
 	}
-	// Pebble's test knobs: no random sleeps before validating, no
-	// deliberately rejected nonces.
-	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
-	t.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
 	// One run per challenge type, the other disabled, so both paths are
 	// proven every time (certmagic would otherwise pick one at random).
 	for _, chal := range []string{"http-01", "tls-alpn-01"} {
@@ -49,8 +36,6 @@ func testACME(t *testing.T, chal string) {
 	defer cancel()
 
 	const name = "jobgate.test"
-	dnsAddr := serveDNS(t, name)
-
 	// The two ports the CA validates on, bound before Pebble is built
 	// since its VA takes them at construction.
 	challengeLn := listen(t)
@@ -58,27 +43,20 @@ func testACME(t *testing.T, chal string) {
 	httpPort := challengeLn.Addr().(*net.TCPAddr).Port
 	tlsPort := tlsLn.Addr().(*net.TCPAddr).Port
 
-	plog := log.New(io.Discard, "pebble ", 0)
+	var plog io.Writer
 	if testing.Verbose() {
-		plog = log.New(testWriter(t), "pebble ", 0)
+		plog = testWriter(t)
 	}
-	store := db.NewMemoryStore()
-	pca := ca.New(plog, store, "", "ecdsa", 0, 1, map[string]ca.Profile{"default": {Description: "default"}})
-	pva := va.New(plog, httpPort, tlsPort, false, dnsAddr, store)
-	front := wfe.New(plog, store, pva, pca, []string{"pebble.letsencrypt.org"}, false, false, 0, 0)
-	acmeSrv := httptest.NewUnstartedServer(front.Handler())
-	acmeSrv.StartTLS()
-	defer acmeSrv.Close()
+	acme := acmetest.Start(t, name, httpPort, tlsPort, plog)
 
 	dir := t.TempDir()
-	rootFile := writeFile(t, filepath.Join(dir, "acme-server-root.pem"),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: acmeSrv.Certificate().Raw}))
+	rootFile := writeFile(t, filepath.Join(dir, "acme-server-root.pem"), acme.RootPEM)
 
 	cfg := baseTLS()
 	cfg.ACME = config.ACME{
 		Domains:         []string{name},
 		Email:           "ops@jobgate.test",
-		CA:              acmeSrv.URL + wfe.DirectoryPath,
+		CA:              acme.URL,
 		CARootFile:      rootFile,
 		ChallengeListen: "127.0.0.1:0", // replaced by ChallengeListener
 	}
@@ -100,8 +78,7 @@ func testACME(t *testing.T, chal string) {
 		t.Fatal(err)
 	}
 
-	roots := x509.NewCertPool()
-	roots.AddCert(pca.GetRootCert(0).Cert)
+	roots := acme.Roots
 	client := &tls.Config{RootCAs: roots, ServerName: name}
 	for {
 		_, leaf, err := roundTrip(t, addr, client)
@@ -153,27 +130,4 @@ func listen(t *testing.T) net.Listener {
 	}
 	t.Cleanup(func() { ln.Close() })
 	return ln
-}
-
-// serveDNS answers A queries for name with 127.0.0.1 over TCP on loopback
-// (Pebble's VA asks over TCP), and returns its address.
-func serveDNS(t *testing.T, name string) string {
-	t.Helper()
-	ln := listen(t)
-	srv := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
-		r := new(dns.Msg)
-		r.SetReply(q)
-		for _, qq := range q.Question {
-			if qq.Qtype == dns.TypeA && qq.Name == dns.Fqdn(name) {
-				r.Answer = append(r.Answer, &dns.A{
-					Hdr: dns.RR_Header{Name: qq.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-					A:   net.IPv4(127, 0, 0, 1),
-				})
-			}
-		}
-		w.WriteMsg(r)
-	})}
-	go srv.ActivateAndServe()
-	t.Cleanup(func() { srv.Shutdown() })
-	return ln.Addr().String()
 }

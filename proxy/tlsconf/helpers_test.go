@@ -2,16 +2,10 @@ package tlsconf
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,80 +13,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/testutil"
 )
 
-// testCA is a throwaway certificate authority.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// testCA is the throwaway certificate authority the other packages' TLS
+// tests use too.
+type testCA = testutil.CA
 
-var serial int64 = 1000
+func newCA(t *testing.T, name string) *testCA { return testutil.NewCA(t, name) }
 
-func newCA(t *testing.T, name string) *testCA {
+// leaf has ca issue a certificate for cn with the given DNS and IP SANs;
+// client selects client-auth usage. It returns PEM certificate and key.
+func leaf(t *testing.T, ca *testCA, cn string, client bool, dns []string, ips ...net.IP) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// leaf issues a certificate for cn with the given DNS and IP SANs; client
-// selects client-auth usage. It returns PEM certificate and key.
-func (ca *testCA) leaf(t *testing.T, cn string, client bool, dns []string, ips ...net.IP) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial++
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     dns,
-		IPAddresses:  ips,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
+	return ca.Issue(t, testutil.Leaf{CN: cn, Client: client, DNS: dns, IPs: ips})
 }
 
 func writeFile(t *testing.T, path string, b []byte) string {
@@ -216,6 +151,6 @@ func roundTrip(t *testing.T, addr string, conf *tls.Config) (string, *x509.Certi
 func fileSetup(t *testing.T, dir string) (*testCA, string, string) {
 	t.Helper()
 	ca := newCA(t, "test server CA")
-	c, k := ca.leaf(t, "jobgate.local", false, []string{"jobgate.local"}, net.IPv4(127, 0, 0, 1))
+	c, k := leaf(t, ca, "jobgate.local", false, []string{"jobgate.local"}, net.IPv4(127, 0, 0, 1))
 	return ca, writeFile(t, filepath.Join(dir, "cert.pem"), c), writeFile(t, filepath.Join(dir, "key.pem"), k)
 }

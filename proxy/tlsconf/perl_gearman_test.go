@@ -78,15 +78,15 @@ func TestPerlGearmanTLS(t *testing.T) {
 	cfg := baseTLS()
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	cfg.ClientAuth = config.ClientAuthRequest
-	cfg.ClientCAFile = writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.pem)
+	cfg.ClientCAFile = writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.PEM)
 	addr := whoamiGearman(t, newManager(t, cfg).ServerConfig())
 	host, port, _ := net.SplitHostPort(addr)
 
-	caFile := writeFile(t, filepath.Join(dir, "server-ca.pem"), serverCA.pem)
-	wrongCA := writeFile(t, filepath.Join(dir, "wrong-ca.pem"), otherCA.pem)
-	c, k := clientCA.leaf(t, "perl-client", true, nil)
+	caFile := writeFile(t, filepath.Join(dir, "server-ca.PEM"), serverCA.PEM)
+	wrongCA := writeFile(t, filepath.Join(dir, "wrong-ca.PEM"), otherCA.PEM)
+	c, k := leaf(t, clientCA, "perl-client", true, nil)
 	certFile, keyFile := writeFile(t, filepath.Join(dir, "c.pem"), c), writeFile(t, filepath.Join(dir, "c.key"), k)
-	oc, ok := otherCA.leaf(t, "intruder", true, nil)
+	oc, ok := leaf(t, otherCA, "intruder", true, nil)
 	otherCert, otherKey := writeFile(t, filepath.Join(dir, "o.pem"), oc), writeFile(t, filepath.Join(dir, "o.key"), ok)
 
 	whoami := func(ca, cert, key string) string {

@@ -43,7 +43,7 @@ func TestServerEcho(t *testing.T) {
 		{"no SNI, by IP", "127.0.0.1"}, // Go sends no SNI for an IP
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			who, leaf, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.pool(), ServerName: tc.serverName})
+			who, leaf, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.Pool(), ServerName: tc.serverName})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestVersions(t *testing.T) {
 		cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 		m := newManager(t, cfg)
 		addr := echoServer(t, m.ServerConfig())
-		_, _, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.pool(), ServerName: "jobgate.local",
+		_, _, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "jobgate.local",
 			MinVersion: tls.VersionTLS10, MaxVersion: tc.client})
 		if (err == nil) != tc.success {
 			t.Errorf("min %s, client max %x: err %v, want success %v", tc.min, tc.client, err, tc.success)
@@ -90,12 +90,12 @@ func TestTLS12Suites(t *testing.T) {
 	cfg := baseTLS()
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	addr := echoServer(t, newManager(t, cfg).ServerConfig())
-	cbc := &tls.Config{RootCAs: ca.pool(), ServerName: "jobgate.local", MaxVersion: tls.VersionTLS12,
+	cbc := &tls.Config{RootCAs: ca.Pool(), ServerName: "jobgate.local", MaxVersion: tls.VersionTLS12,
 		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}}
 	if _, _, err := roundTrip(t, addr, cbc); err == nil {
 		t.Error("CBC suite accepted")
 	}
-	gcm := &tls.Config{RootCAs: ca.pool(), ServerName: "jobgate.local", MaxVersion: tls.VersionTLS12}
+	gcm := &tls.Config{RootCAs: ca.Pool(), ServerName: "jobgate.local", MaxVersion: tls.VersionTLS12}
 	if _, _, err := roundTrip(t, addr, gcm); err != nil {
 		t.Error(err)
 	}
@@ -106,7 +106,7 @@ func TestMutualTLS(t *testing.T) {
 	serverCA, cert, key := fileSetup(t, dir)
 	clientCA := newCA(t, "client CA")
 	otherCA := newCA(t, "other CA")
-	caFile := writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.pem)
+	caFile := writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.PEM)
 
 	good := pair(t, clientCA, "worker-1")
 	stranger := pair(t, otherCA, "worker-1")
@@ -118,7 +118,7 @@ func TestMutualTLS(t *testing.T) {
 			cfg.ClientAuth = policy
 			cfg.ClientCAFile = caFile
 			addr := echoServer(t, newManager(t, cfg).ServerConfig())
-			base := tls.Config{RootCAs: serverCA.pool(), ServerName: "jobgate.local"}
+			base := tls.Config{RootCAs: serverCA.Pool(), ServerName: "jobgate.local"}
 
 			c := base.Clone()
 			c.Certificates = []tls.Certificate{good}
@@ -149,7 +149,7 @@ func TestMutualTLS(t *testing.T) {
 
 func pair(t *testing.T, ca *testCA, cn string) tls.Certificate {
 	t.Helper()
-	c, k := ca.leaf(t, cn, true, nil)
+	c, k := leaf(t, ca, cn, true, nil)
 	tc, err := tls.X509KeyPair(c, k)
 	if err != nil {
 		t.Fatal(err)
@@ -167,14 +167,14 @@ func TestRotation(t *testing.T) {
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	m := newManager(t, cfg)
 	addr := echoServer(t, m.ServerConfig())
-	client := &tls.Config{RootCAs: ca.pool(), ServerName: "jobgate.local"}
+	client := &tls.Config{RootCAs: ca.Pool(), ServerName: "jobgate.local"}
 
 	_, first, err := roundTrip(t, addr, client)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	c2, k2 := ca.leaf(t, "jobgate.local", false, []string{"jobgate.local"}, net.IPv4(127, 0, 0, 1))
+	c2, k2 := leaf(t, ca, "jobgate.local", false, []string{"jobgate.local"}, net.IPv4(127, 0, 0, 1))
 	writeFile(t, cert, c2) // certificate first: the key does not match yet
 	if err := m.Reload(); err == nil {
 		t.Error("Reload accepted a certificate with the old key")
@@ -195,7 +195,7 @@ func TestRotation(t *testing.T) {
 		t.Fatal("still the old certificate after Reload")
 	}
 	// Without SNI as well: the fallback follows the rotation.
-	if _, got, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.pool(), ServerName: "127.0.0.1"}); err != nil || !got.Equal(second) {
+	if _, got, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}); err != nil || !got.Equal(second) {
 		t.Fatalf("no SNI after rotation: %v, serial %v", err, got.SerialNumber)
 	}
 }
@@ -215,12 +215,12 @@ func TestWatcher(t *testing.T) {
 	}
 	defer m.Close()
 	addr := echoServer(t, m.ServerConfig())
-	client := &tls.Config{RootCAs: ca.pool(), ServerName: "jobgate.local"}
+	client := &tls.Config{RootCAs: ca.Pool(), ServerName: "jobgate.local"}
 	_, first, err := roundTrip(t, addr, client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, k2 := ca.leaf(t, "jobgate.local", false, []string{"jobgate.local"})
+	c2, k2 := leaf(t, ca, "jobgate.local", false, []string{"jobgate.local"})
 	writeFile(t, key, k2)
 	writeFile(t, cert, c2)
 	deadline := time.Now().Add(10 * time.Second)
@@ -263,14 +263,14 @@ func TestClientConfig(t *testing.T) {
 	cfg := baseTLS()
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	cfg.ClientAuth = config.ClientAuthRequire
-	cfg.ClientCAFile = writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.pem)
+	cfg.ClientCAFile = writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.PEM)
 	addr := echoServer(t, newManager(t, cfg).ServerConfig())
 	_, port, _ := net.SplitHostPort(addr)
 
-	cc, ck := clientCA.leaf(t, "jobgate-gateway", true, nil)
+	cc, ck := leaf(t, clientCA, "jobgate-gateway", true, nil)
 	ct := config.ClientTLS{
 		Enabled:  true,
-		CAFile:   writeFile(t, filepath.Join(dir, "server-ca.pem"), serverCA.pem),
+		CAFile:   writeFile(t, filepath.Join(dir, "server-ca.PEM"), serverCA.PEM),
 		CertFile: writeFile(t, filepath.Join(dir, "client.pem"), cc),
 		KeyFile:  writeFile(t, filepath.Join(dir, "client.key"), ck),
 	}
@@ -313,10 +313,10 @@ func TestOpenSSLClient(t *testing.T) {
 	cfg := baseTLS()
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	cfg.ClientAuth = config.ClientAuthRequest
-	cfg.ClientCAFile = writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.pem)
+	cfg.ClientCAFile = writeFile(t, filepath.Join(dir, "clients.pem"), clientCA.PEM)
 	addr := echoServer(t, newManager(t, cfg).ServerConfig())
-	caFile := writeFile(t, filepath.Join(dir, "server-ca.pem"), serverCA.pem)
-	cc, ck := clientCA.leaf(t, "php-worker", true, nil)
+	caFile := writeFile(t, filepath.Join(dir, "server-ca.PEM"), serverCA.PEM)
+	cc, ck := leaf(t, clientCA, "php-worker", true, nil)
 	certFile := writeFile(t, filepath.Join(dir, "c.pem"), cc)
 	keyFile := writeFile(t, filepath.Join(dir, "c.key"), ck)
 
@@ -353,7 +353,7 @@ func TestClientCARotation(t *testing.T) {
 	dir := t.TempDir()
 	serverCA, cert, key := fileSetup(t, dir)
 	oldCA, newCA2 := newCA(t, "old client CA"), newCA(t, "new client CA")
-	caFile := writeFile(t, filepath.Join(dir, "clients.pem"), oldCA.pem)
+	caFile := writeFile(t, filepath.Join(dir, "clients.pem"), oldCA.PEM)
 	cfg := baseTLS()
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	cfg.ClientAuth = config.ClientAuthRequire
@@ -362,7 +362,7 @@ func TestClientCARotation(t *testing.T) {
 	addr := echoServer(t, m.ServerConfig())
 	dial := func(ca *testCA) error {
 		c := pair(t, ca, "w")
-		_, _, err := roundTrip(t, addr, &tls.Config{RootCAs: serverCA.pool(), ServerName: "jobgate.local",
+		_, _, err := roundTrip(t, addr, &tls.Config{RootCAs: serverCA.Pool(), ServerName: "jobgate.local",
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c, nil }})
 		return err
 	}
@@ -376,7 +376,7 @@ func TestClientCARotation(t *testing.T) {
 	if dial(oldCA) != nil {
 		t.Fatal("broken CA file took the old CAs out of service")
 	}
-	writeFile(t, caFile, newCA2.pem)
+	writeFile(t, caFile, newCA2.PEM)
 	if err := m.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestALPNClient(t *testing.T) {
 	cfg := baseTLS()
 	cfg.Certificates = []config.CertKey{{CertFile: cert, KeyFile: key}}
 	addr := echoServer(t, newManager(t, cfg).ServerConfig())
-	if _, _, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.pool(), ServerName: "jobgate.local", NextProtos: []string{"h2"}}); err != nil {
+	if _, _, err := roundTrip(t, addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "jobgate.local", NextProtos: []string{"h2"}}); err != nil {
 		t.Fatal(err)
 	}
 }

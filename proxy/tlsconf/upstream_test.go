@@ -23,12 +23,12 @@ import (
 func TestClientConfigGearmandSSL(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, "upstream CA")
-	c, k := ca.leaf(t, "gearmand", false, []string{"gearmand.internal"}, net.IPv4(127, 0, 0, 1))
-	caFile := writeFile(t, filepath.Join(dir, "ca.pem"), ca.pem)
+	c, k := leaf(t, ca, "gearmand", false, []string{"gearmand.internal"}, net.IPv4(127, 0, 0, 1))
+	caFile := writeFile(t, filepath.Join(dir, "ca.PEM"), ca.PEM)
 	certFile, keyFile := writeFile(t, filepath.Join(dir, "cert.pem"), c), writeFile(t, filepath.Join(dir, "key.pem"), k)
 	// gearmand presents ssl-certificate and loads ssl-ca-file; jobgate's
 	// client certificate comes from the same CA.
-	cc, ck := ca.leaf(t, "jobgate", true, nil)
+	cc, ck := leaf(t, ca, "jobgate", true, nil)
 	clientCert, clientKey := writeFile(t, filepath.Join(dir, "client.pem"), cc), writeFile(t, filepath.Join(dir, "client.key"), ck)
 	addr := testutil.StartGearmand(t, "--ssl", "--ssl-ca-file="+caFile, "--ssl-certificate="+certFile, "--ssl-key="+keyFile)
 
@@ -101,10 +101,10 @@ func plainEcho(addr string) bool {
 func TestClientConfigOpenSSLServer(t *testing.T) {
 	dir := t.TempDir()
 	ca := newCA(t, "upstream CA")
-	c, k := ca.leaf(t, "upstream", false, []string{"upstream.internal"}, net.IPv4(127, 0, 0, 1))
-	caFile := writeFile(t, filepath.Join(dir, "ca.pem"), ca.pem)
+	c, k := leaf(t, ca, "upstream", false, []string{"upstream.internal"}, net.IPv4(127, 0, 0, 1))
+	caFile := writeFile(t, filepath.Join(dir, "ca.PEM"), ca.PEM)
 	certFile, keyFile := writeFile(t, filepath.Join(dir, "cert.pem"), c), writeFile(t, filepath.Join(dir, "key.pem"), k)
-	cc, ck := ca.leaf(t, "jobgate", true, nil)
+	cc, ck := leaf(t, ca, "jobgate", true, nil)
 	clientCert, clientKey := writeFile(t, filepath.Join(dir, "client.pem"), cc), writeFile(t, filepath.Join(dir, "client.key"), ck)
 	addr := testutil.StartServer(t, "openssl", func(port int) []string {
 		return []string{"s_server", "-quiet", "-rev", "-accept", "127.0.0.1:" + strconv.Itoa(port),
