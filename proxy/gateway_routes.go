@@ -11,8 +11,7 @@ import (
 
 // This file holds the parts of a gateway's build that do not depend on the
 // protocol: a backend's breaker and health check, and the rules and pools
-// of its routes. The Beanstalk gateway builds with it; the Gearman gateway
-// (gearman_gateway.go) still has its own copy of the same steps.
+// of its routes. Both gateways build with it.
 
 // guardBackend gives b the breaker and health check cb configures, their
 // state reported to m (nil: not reported); probe checks the upstream once.

@@ -239,85 +239,18 @@ func buildGearmanGateway(c *config.Config, m *metrics.Metrics, prev map[string]b
 				return nil, fmt.Errorf("gearman backend %q: %w", cb.Name, err)
 			}
 			b := &routing.Backend{ID: cb.ID, Name: cb.Name, Gearman: ug}
-			// The hooks are resolved once per backend here; they are cheap
-			// and lock-free, as routing requires of them.
-			var onBreaker func(string, routing.BreakerState, routing.BreakerState)
-			var onHealth func(bool)
-			if m != nil {
-				bs := m.Backend(cb.Name)
-				onBreaker = func(_ string, _, to routing.BreakerState) { bs.SetBreakerState(uint8(to)) }
-				onHealth = bs.SetUp
+			h, err := guardBackend(b, cb, ug.Probe, m)
+			if err != nil {
+				return nil, err
 			}
-			if cb.Breaker.Failures > 0 {
-				b.Breaker, err = routing.NewBreaker(routing.BreakerConfig{Name: cb.Name,
-					Failures: cb.Breaker.Failures, OpenTimeout: cb.Breaker.OpenTimeout,
-					HalfOpenRequests: cb.Breaker.HalfOpenRequests, OnStateChange: onBreaker})
-				if err != nil {
-					return nil, err
-				}
-			}
-			if cb.HealthInterval > 0 {
-				b.Health, err = routing.NewHealth(routing.HealthConfig{Probe: ug.Probe, Interval: cb.HealthInterval, OnChange: onHealth})
-				if err != nil {
-					return nil, err
-				}
-				health = append(health, b.Health)
+			if h != nil {
+				health = append(health, h)
 			}
 			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
 			all = append(all, b)
 		}
 	}
-	pools := map[string]*routing.Pool{}
-	target := func(name string) (*routing.Pool, error) {
-		if p := pools[name]; p != nil {
-			return p, nil
-		}
-		var p *routing.Pool
-		var err error
-		if b := byName[name]; b != nil {
-			p, err = routing.NewPool(name, routing.Single, b)
-		} else if cp, ok := c.Pool(name); ok {
-			kind := map[string]routing.PoolKind{config.StrategySingle: routing.Single,
-				config.StrategyShard: routing.Shard, config.StrategyFailover: routing.Failover}[cp.Strategy]
-			var members []*routing.Backend
-			for _, m := range cp.Backends {
-				if b := byName[m]; b != nil {
-					members = append(members, b)
-				}
-			}
-			p, err = routing.NewPool(name, kind, members...)
-		} else {
-			return nil, fmt.Errorf("gearman route target %q is neither a gearman backend nor a pool", name)
-		}
-		if err != nil {
-			return nil, err
-		}
-		pools[name] = p
-		return p, nil
-	}
-	var rules []routing.Rule
-	for i, r := range c.Routes.Gearman {
-		p, err := target(r.Target())
-		if err != nil {
-			return nil, fmt.Errorf("routes.gearman[%d]: %w", i, err)
-		}
-		switch {
-		case r.Exact != "":
-			rules = append(rules, routing.Rule{Kind: routing.Exact, Pattern: r.Exact, Pool: p})
-		case r.Prefix != "":
-			rules = append(rules, routing.Rule{Kind: routing.Prefix, Pattern: r.Prefix, Pool: p})
-		default:
-			rules = append(rules, routing.Rule{Kind: routing.Glob, Pattern: r.Glob, Pool: p})
-		}
-	}
-	var def *routing.Pool
-	if c.Routes.GearmanDefault != "" {
-		var err error
-		if def, err = target(c.Routes.GearmanDefault); err != nil {
-			return nil, fmt.Errorf("routes.gearman_default: %w", err)
-		}
-	}
-	rt, err := routing.NewRules(rules, def)
+	rt, _, err := routeRules(c, "gearman", c.Routes.Gearman, c.Routes.GearmanDefault, byName)
 	if err != nil {
 		return nil, err
 	}

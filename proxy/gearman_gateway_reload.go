@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"errors"
-	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
@@ -45,10 +42,8 @@ func reuseBackend(prev map[string]builtBackend, cb config.Backend) *routing.Back
 // It returns an error and changes nothing when c cannot be built.
 func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (apply func(), err error) {
 	if s.gw == nil {
-		for _, b := range c.AllBackends() {
-			if b.Type == config.TypeGearman && b.Name != config.LocalName {
-				return nil, errors.New("gearman: this server was started without upstream backends; adding them needs a restart")
-			}
+		if err := refuseNewUpstreams(c, config.TypeGearman); err != nil {
+			return nil, err
 		}
 		return func() {}, nil
 	}
@@ -63,20 +58,8 @@ func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (app
 		return nil, err
 	}
 	return func() {
-		running := map[*routing.Health]bool{}
-		for _, h := range old.cfg.health {
-			running[h] = true
-		}
 		s.gw.cur.Store(rt)
-		for _, h := range rt.cfg.health {
-			if !running[h] {
-				h.Start()
-			}
-			delete(running, h)
-		}
-		for h := range running {
-			h.Stop()
-		}
+		swapHealth(old.cfg.health, rt.cfg.health)
 	}, nil
 }
 
@@ -88,27 +71,5 @@ func (s *GearmanServer) RoutesReady() error {
 	if s.gw == nil {
 		return nil
 	}
-	rt := s.gw.rt()
-	var down []string
-	seen := map[*routing.Pool]bool{}
-	check := func(p *routing.Pool) {
-		if p == nil || seen[p] {
-			return
-		}
-		seen[p] = true
-		for _, b := range p.Backends() {
-			if b.Available() {
-				return
-			}
-		}
-		down = append(down, p.Name())
-	}
-	for _, r := range rt.cfg.Rules.Rules() {
-		check(r.Pool)
-	}
-	check(rt.cfg.Rules.Default())
-	if len(down) > 0 {
-		return fmt.Errorf("no backend up for gearman route target %s", strings.Join(down, ", "))
-	}
-	return nil
+	return routesDown(config.TypeGearman, s.gw.rt().cfg.Rules)
 }
