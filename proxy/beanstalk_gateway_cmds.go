@@ -5,6 +5,7 @@ import (
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/proxy/auth"
 	"github.com/jobgate/jobgate/routing"
 )
 
@@ -18,7 +19,7 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 	}
 	// The direct path's checks, in its order: auth, then the reservation
 	// cap (beanstalk_gateway_auth.go, beanstalk_gateway_limits.go).
-	if s.c.auth != nil || s.c.srv.auth.Load() != nil {
+	if s.c.auth != nil || s.c.srv.auth.Load() != nil || auth.IsReservedTube(cmd.Tube) {
 		if done, err := s.authorize(cmd); done {
 			return err
 		}
