@@ -10,7 +10,6 @@ import (
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
-	"github.com/jobgate/jobgate/proxy/tlsconf"
 	"github.com/jobgate/jobgate/routing"
 	"github.com/jobgate/jobgate/routing/upstream"
 )
@@ -233,19 +232,11 @@ func buildBeanstalkGateway(c *config.Config, m *metrics.Metrics, prev map[string
 				}
 				continue
 			}
-			ucfg := upstream.BeanstalkConfig{
-				Config: upstream.Config{Addr: cb.Address, DialTimeout: cb.DialTimeout,
-					IOTimeout: cb.IOTimeout, KeepAlive: cb.Keepalive},
-				Limits: limits,
+			uc, err := upstreamConfig(cb)
+			if err != nil {
+				return nil, err
 			}
-			if cb.TLS.Enabled {
-				tc, err := tlsconf.ClientConfig(cb.TLS, cb.Address)
-				if err != nil {
-					return nil, fmt.Errorf("beanstalk backend %q: %w", cb.Name, err)
-				}
-				ucfg.TLS = tc
-			}
-			ub, err := upstream.NewBeanstalk(ucfg)
+			ub, err := upstream.NewBeanstalk(upstream.BeanstalkConfig{Config: uc, Limits: limits})
 			if err != nil {
 				return nil, fmt.Errorf("beanstalk backend %q: %w", cb.Name, err)
 			}

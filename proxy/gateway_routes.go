@@ -6,12 +6,29 @@ import (
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
+	"github.com/jobgate/jobgate/proxy/tlsconf"
 	"github.com/jobgate/jobgate/routing"
+	"github.com/jobgate/jobgate/routing/upstream"
 )
 
 // This file holds the parts of a gateway's build that do not depend on the
 // protocol: a backend's breaker and health check, and the rules and pools
 // of its routes. Both gateways build with it.
+
+// upstreamConfig is how to reach the upstream backend cb: address,
+// timeouts, keepalive and TLS.
+func upstreamConfig(cb config.Backend) (upstream.Config, error) {
+	uc := upstream.Config{Addr: cb.Address, DialTimeout: cb.DialTimeout,
+		IOTimeout: cb.IOTimeout, KeepAlive: cb.Keepalive}
+	if cb.TLS.Enabled {
+		tc, err := tlsconf.ClientConfig(cb.TLS, cb.Address)
+		if err != nil {
+			return uc, fmt.Errorf("%s backend %q: %w", cb.Type, cb.Name, err)
+		}
+		uc.TLS = tc
+	}
+	return uc, nil
+}
 
 // guardBackend gives b the breaker and health check cb configures, their
 // state reported to m (nil: not reported); probe checks the upstream once.

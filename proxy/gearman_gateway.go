@@ -10,7 +10,6 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
-	"github.com/jobgate/jobgate/proxy/tlsconf"
 	"github.com/jobgate/jobgate/routing"
 	"github.com/jobgate/jobgate/routing/upstream"
 )
@@ -222,19 +221,11 @@ func buildGearmanGateway(c *config.Config, m *metrics.Metrics, prev map[string]b
 			byName[cb.Name], built[cb.Name] = b, builtBackend{cb, b}
 			all = append(all, b)
 		case cb.Type == config.TypeGearman:
-			ucfg := upstream.GearmanConfig{
-				Config: upstream.Config{Addr: cb.Address, DialTimeout: cb.DialTimeout,
-					IOTimeout: cb.IOTimeout, KeepAlive: cb.Keepalive},
-				Limits: limits,
+			uc, err := upstreamConfig(cb)
+			if err != nil {
+				return nil, err
 			}
-			if cb.TLS.Enabled {
-				tc, err := tlsconf.ClientConfig(cb.TLS, cb.Address)
-				if err != nil {
-					return nil, fmt.Errorf("gearman backend %q: %w", cb.Name, err)
-				}
-				ucfg.TLS = tc
-			}
-			ug, err := upstream.NewGearman(ucfg)
+			ug, err := upstream.NewGearman(upstream.GearmanConfig{Config: uc, Limits: limits})
 			if err != nil {
 				return nil, fmt.Errorf("gearman backend %q: %w", cb.Name, err)
 			}
