@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"time"
 
@@ -40,25 +39,7 @@ func newBgwTrace(tr *tracing.Tracer, size int) *bgwTrace {
 	if tr == nil {
 		return nil
 	}
-	if size <= 0 {
-		size = tracing.DefaultTableSize
-	}
-	return &bgwTrace{tr: tr, table: tracing.NewTable[uint64](size)}
-}
-
-// bgwAddrOf is an upstream Beanstalk backend's host and port for span
-// attributes, zero for the local engine.
-func bgwAddrOf(b *routing.Backend) gwAddr {
-	a, ok := b.Beanstalk.(interface{ Addr() string })
-	if !ok {
-		return gwAddr{}
-	}
-	host, port, err := net.SplitHostPort(a.Addr())
-	if err != nil {
-		return gwAddr{}
-	}
-	p, _ := strconv.Atoi(port)
-	return gwAddr{host, p}
+	return &bgwTrace{tr: tr, table: tracing.NewTable[uint64](traceTableSize(size))}
 }
 
 // TraceEvicted returns how many jobs a traced Beanstalk gateway
@@ -79,7 +60,7 @@ func (t *bgwTrace) put(sl *bgwSlot, tube []byte, body int, b *routing.Backend) {
 		send.End() // unsampled: nothing to keep for this job
 		return
 	}
-	a := bgwAddrOf(b)
+	a := addrOf(b)
 	name := string(tube)
 	send.Describe(tracing.Message{Operation: "put", Destination: name, BodySize: body,
 		ServerAddress: a.host, ServerPort: a.port})
@@ -157,7 +138,7 @@ func (t *bgwTrace) reserved(s *bgwSession, sl *bgwSlot) {
 	if !ok {
 		return // put elsewhere, before tracing, unsampled or evicted
 	}
-	a := bgwAddrOf(sl.be.b)
+	a := addrOf(sl.be.b)
 	m := tracing.Message{
 		Operation: sl.verb.String(), Destination: e.Name, ID: strconv.FormatUint(r.ID, 10),
 		BodySize: len(r.Body), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,

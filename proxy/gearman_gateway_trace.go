@@ -45,17 +45,27 @@ func newGwTrace(tr *tracing.Tracer, size int) *gwTrace {
 	if tr == nil {
 		return nil
 	}
+	return &gwTrace{tr: tr, table: tracing.NewTable[string](traceTableSize(size))}
+}
+
+// traceTableSize is a gateway's trace table size: size, or the default
+// when it is not set.
+func traceTableSize(size int) int {
 	if size <= 0 {
-		size = tracing.DefaultTableSize
+		return tracing.DefaultTableSize
 	}
-	return &gwTrace{tr: tr, table: tracing.NewTable[string](size)}
+	return size
 }
 
 // addrOf is an upstream backend's host and port for span attributes, zero
-// for the local engine. Found per span, not cached, since a reload may
-// bring new backends.
+// for the local engine; either gateway's. Found per span, not cached,
+// since a reload may bring new backends.
 func addrOf(b *routing.Backend) gwAddr {
-	a, ok := b.Gearman.(interface{ Addr() string })
+	var up any = b.Gearman
+	if b.Beanstalk != nil {
+		up = b.Beanstalk
+	}
+	a, ok := up.(interface{ Addr() string })
 	if !ok {
 		return gwAddr{}
 	}
