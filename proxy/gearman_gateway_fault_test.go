@@ -98,6 +98,7 @@ func ownGearmand(t testing.TB, port int) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(testutil.RequireBinary(t, "gearmand"), "--listen=127.0.0.1",
 		"--port="+strconv.Itoa(port), "--threads=0", "--log-file=none")
+	cmd.SysProcAttr = testutil.ChildAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func runTool(t *testing.T, name string, args ...string) string {
 func startTool(t *testing.T, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = testutil.ChildAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,7 @@ type jobgateProc struct {
 func startJobgate(t *testing.T, services int, args ...string) *jobgateProc {
 	t.Helper()
 	p := &jobgateProc{cmd: exec.Command(buildJobgate(t), args...), done: make(chan struct{}), addrs: map[string]string{}}
+	p.cmd.SysProcAttr = testutil.ChildAttr()
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ func StartChild(t testing.TB, helper, env, value string) *Child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$")
 	cmd.Env = append(os.Environ(), env+"="+value)
+	cmd.SysProcAttr = ChildAttr()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -18,7 +17,7 @@ import (
 func StartOwned(t testing.TB, name string, port int, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(RequireBinary(t, name), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = ChildAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

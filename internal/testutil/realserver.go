@@ -59,7 +59,7 @@ func StartServer(t testing.TB, name string, args func(port int) []string) string
 		port := FreePort(t)
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		cmd := exec.Command(path, args(port)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = ChildAttr()
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start %s: %v", name, err)
 		}

@@ -43,7 +43,7 @@ func startProcess(t *testing.T, name string, port int, args func(int) []string) 
 	path := testutil.RequireBinary(t, name)
 	p := &process{t: t, exited: make(chan struct{}), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	p.cmd = exec.Command(path, args(port)...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = testutil.ChildAttr()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
