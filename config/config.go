@@ -140,6 +140,12 @@ type Admin struct {
 	// TLS (admin.tls) serves the admin server over TLS with the tls
 	// section's certificates and client-certificate policy. Default false.
 	TLS bool `yaml:"tls"`
+	// MaxConnections (admin.max_connections) caps concurrent admin
+	// connections, TLS handshakes included; past it a new connection is
+	// closed at once. 0 means no cap. Default 64: a scraper and a few
+	// operators need far fewer, and the protocol listeners' caps do not
+	// cover this port.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Fsync policies for [Data.Fsync], as beanstalkd's -f.

@@ -28,7 +28,7 @@ func Default() *Config {
 			Listen:     ":11300",
 			MaxJobSize: bscodec.DefaultMaxJobSize,
 		},
-		Admin: Admin{Listen: "127.0.0.1:9090"},
+		Admin: Admin{Listen: "127.0.0.1:9090", MaxConnections: 64},
 		Data: Data{
 			Dir:           "./jobgate-data",
 			Fsync:         FsyncInterval,

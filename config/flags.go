@@ -36,6 +36,7 @@ func FlagFields() map[string]string {
 		"beanstalk-max-job-size":        "beanstalk.max_job_size",
 		"beanstalk-quote-stats":         "beanstalk.quote_stats",
 		"admin":                         "admin.listen",
+		"admin-max-connections":         "admin.max_connections",
 		"data":                          "data.dir",
 		"data-fsync":                    "data.fsync",
 		"data-fsync-interval":           "data.fsync_interval",

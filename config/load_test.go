@@ -56,7 +56,7 @@ func TestFullExample(t *testing.T) {
 		t.Errorf("routes.gearman[2].glob = %q", got)
 	}
 	w := c.Warnings()
-	if len(w) != 1 || w[0].Error() != "testdata/full.yaml:69:14: auth.identities[1].token: a secret written in the config file; prefer tokens_file, readable only by jobgate" {
+	if len(w) != 1 || w[0].Error() != "testdata/full.yaml:70:14: auth.identities[1].token: a secret written in the config file; prefer tokens_file, readable only by jobgate" {
 		t.Errorf("Warnings() = %v", w)
 	}
 }

@@ -215,6 +215,7 @@ func (v *validator) admin() {
 	if a := v.c.Admin; a.Listen != "" {
 		v.listenAddr("admin.listen", a.Listen)
 	}
+	v.atLeast("admin.max_connections", v.c.Admin.MaxConnections, 0)
 }
 
 func (v *validator) data() {

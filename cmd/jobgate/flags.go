@@ -37,6 +37,7 @@ var flagSpecs = []flagSpec{
 	{"data-fsync", "when the journal is flushed to disk: always, interval or never (like beanstalkd -f/-F)", false},
 	{"data-fsync-interval", "fsync period of the interval policy (`duration`)", false},
 	{"admin", "admin HTTP `address` (/healthz, /readyz, /metrics); empty disables it", false},
+	{"admin-max-connections", "most concurrent admin connections, TLS handshakes included; 0: no cap", false},
 	{"auth-max-bad-tokens", "close a connection after this many unknown auth tokens", false},
 	{"log-level", "log `level`: debug, info, warn or error", false},
 	{"log-format", "log `format`: text or json", false},

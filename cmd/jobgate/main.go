@@ -219,7 +219,8 @@ func buildServices(cfg *config.Config, log *slog.Logger, tm *tlsconf.Manager, tp
 		if err != nil {
 			return nil, nil, err
 		}
-		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, TLSConfig: atls, Reload: op.reload, Drain: op.drainStart})
+		adm := admin.New(admin.Options{Metrics: m.Handler(), Logger: log, TLSConfig: atls, Reload: op.reload, Drain: op.drainStart,
+			MaxConnections: cfg.Admin.MaxConnections})
 		adm.AddCheck("listeners", bound.Check)
 		addReadyChecks(adm, services)
 		services = append(services, service{"admin", cfg.Admin.Listen, adm})

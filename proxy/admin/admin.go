@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jobgate/jobgate/proxy/connlimit"
 )
 
 // CheckFunc is a readiness check: nil when ready, an error saying what is
@@ -55,6 +57,10 @@ type Options struct {
 	Logger *slog.Logger
 	// CheckTimeout bounds each readiness check. Default 2s.
 	CheckTimeout time.Duration
+	// MaxConnections caps concurrent connections, counted from accept,
+	// before any TLS handshake; past it a new connection is closed at
+	// once. 0 means no cap.
+	MaxConnections int
 }
 
 // Server is the admin HTTP server. Its methods are safe for concurrent use.
@@ -137,6 +143,9 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // set. It returns nil after Shutdown and the error that stopped it
 // otherwise. l is closed when Serve returns.
 func (s *Server) Serve(l net.Listener) error {
+	if s.opts.MaxConnections > 0 {
+		l = connlimit.NewListener(l, connlimit.Options{MaxConns: s.opts.MaxConnections})
+	}
 	var err error
 	if s.srv.TLSConfig != nil {
 		err = s.srv.ServeTLS(l, "", "")
