@@ -148,9 +148,7 @@ func (t *bgwTrace) reserved(s *bgwSession, sl *bgwSlot) {
 		BodySize: len(r.Body), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,
 		ServerAddress: a.host, ServerPort: a.port, Start: sl.start,
 	}
-	ctx := context.Background()
-	t.tr.Receive(ctx, e.Creation, m)
-	_, proc := t.tr.StartProcess(ctx, e.Creation, m)
+	proc := t.tr.Deliver(e.Creation, m)
 	var old tracing.Process
 	id := r.ID
 	t.table.Update(id, func(e *tracing.Entry) {

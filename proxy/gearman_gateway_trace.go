@@ -162,9 +162,7 @@ func (t *gwTrace) assignedLocked(s *gwSession, r *gwReply, b *routing.Backend, p
 	if p.Type != codec.JobAssign {
 		m.ConversationID = string(p.Arg(2))
 	}
-	ctx := context.Background()
-	t.tr.Receive(ctx, e.Creation, m)
-	_, proc := t.tr.StartProcess(ctx, e.Creation, m)
+	proc := t.tr.Deliver(e.Creation, m)
 	// The upstream takes the job back after the worker's CAN_DO_TIMEOUT.
 	var timeout time.Duration
 	if a := s.abilities[string(p.Arg(1))]; a != nil {
