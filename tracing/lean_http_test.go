@@ -264,7 +264,7 @@ func TestOTLPHTTPTimeout(t *testing.T) {
 	defer srv.Close()
 	defer close(hang)
 	begin := time.Now()
-	failed := exportJob(t, srv.URL, &httpRetry{initial: 10 * time.Millisecond, max: 10 * time.Millisecond, elapsed: 300 * time.Millisecond})
+	failed := exportJob(t, srv.URL, &httpRetry{initial: 10 * time.Millisecond, max: 10 * time.Millisecond, elapsed: 2 * time.Second})
 	if reqs, _, _ := rc.got(); failed != 3 || len(reqs) < 2 {
 		t.Fatalf("%d spans failed after %d attempts, want 3 after at least 2", failed, len(reqs))
 	}
