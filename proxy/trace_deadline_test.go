@@ -60,6 +60,21 @@ func TestBeanstalkGatewayTraceTTR(t *testing.T) {
 	}
 	rec.Reset()
 
+	// Released in time: its deadline is stopped too.
+	id, err = tube.Put([]byte("r"), 1, 0, time.Minute)
+	must(t, err)
+	_, _, err = ts.Reserve(time.Second)
+	must(t, err)
+	must(t, c.Release(id, 1, 0))
+	_, _, err = ts.Reserve(time.Second)
+	must(t, err)
+	must(t, c.Delete(id))
+	waitSpans(t, rec, 5)
+	if n := clk.Pending(); n != base {
+		t.Fatalf("%d timers pending after a release and a delete, want %d", n, base)
+	}
+	rec.Reset()
+
 	// TTR 2s, touched once: the span ends 2s after the touch.
 	id, err = tube.Put([]byte("b"), 1, 0, 2*time.Second)
 	must(t, err)
@@ -186,4 +201,35 @@ func TestGearmanGatewayTraceCanDoTimeout(t *testing.T) {
 		want[i] = rep.Replace(want[i])
 	}
 	checkSpans(t, waitSpans(t, rec, 5), want)
+}
+
+// TestGearmanGatewayTraceCanDoTimeoutStopped: a job its worker completes
+// within its CAN_DO_TIMEOUT ends completed, and its deadline is stopped.
+func TestGearmanGatewayTraceCanDoTimeoutStopped(t *testing.T) {
+	up := testutil.StartGearmand(t)
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	addr, rec := startClockedGateway(t, up, clk)
+	base := clk.Pending()
+	cl := gmDial(t, addr)
+	cl.send(codec.SubmitJob, "quick", "", "x")
+	h := cl.expect(codec.JobCreated)[0]
+	w := gmDial(t, addr)
+	w.send(codec.CanDoTimeout, "quick", "60000")
+	w.send(codec.GrabJob)
+	w.expect(codec.JobAssign)
+	waitSpans(t, rec, 2)
+	if n := clk.Pending(); n != base+1 {
+		t.Fatalf("%d timers pending after the assignment, want %d", n, base+1)
+	}
+	w.send(codec.WorkComplete, h, "done")
+	cl.expect(codec.WorkComplete)
+	spans := waitSpans(t, rec, 3)
+	if s := describeSpans(spans)[2]; !strings.Contains(s, "outcome=completed") {
+		t.Fatalf("process span %s", s)
+	}
+	if n := clk.Pending(); n != base {
+		t.Fatalf("%d timers pending after WORK_COMPLETE, want %d", n, base)
+	}
+	clk.Advance(time.Minute)
+	expectEnded(t, rec, 3, "a minute later")
 }
