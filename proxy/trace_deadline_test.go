@@ -31,7 +31,10 @@ func expectEnded(t *testing.T, rec *tracetest.SpanRecorder, n int, when string) 
 // TestBeanstalkGatewayTraceTTR: through a gateway to a real beanstalkd, a
 // reserved job's process span ends as ttr_expired when its TTR (from the
 // put, counted again from a touch) runs out on the gateway's clock, not at
-// the next reservation; a job deleted in time stops its deadline.
+// the next reservation; a job deleted or released in time stops its
+// deadline. (Whether beanstalkd then requeues the job is its business:
+// it was seen to hold an expired reservation for seconds, so the test
+// does not wait for it.)
 func TestBeanstalkGatewayTraceTTR(t *testing.T) {
 	g, ups := bgwGateway(t, 1)
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
@@ -75,42 +78,48 @@ func TestBeanstalkGatewayTraceTTR(t *testing.T) {
 	}
 	rec.Reset()
 
-	// TTR 2s, touched once: the span ends 2s after the touch.
-	id, err = tube.Put([]byte("b"), 1, 0, 2*time.Second)
+	// TTR 60s, touched once: the span ends 60s after the touch. The
+	// worker's delete after that, which the upstream (its TTR on the real
+	// clock) still takes, finds nothing to end.
+	id, err = tube.Put([]byte("t"), 1, 0, time.Minute)
 	must(t, err)
 	_, _, err = ts.Reserve(time.Second)
 	must(t, err)
 	waitSpans(t, rec, 2) // send, receive
-	clk.Advance(1999 * time.Millisecond)
-	expectEnded(t, rec, 2, "just before the TTR")
+	clk.Advance(59 * time.Second)
 	must(t, c.Touch(id))
-	clk.Advance(1999 * time.Millisecond)
+	clk.Advance(59 * time.Second)
 	expectEnded(t, rec, 2, "just before the TTR counted from the touch")
+	clk.Advance(time.Second)
+	expectEnded(t, rec, 3, "at the TTR")
+	must(t, c.Delete(id))
+	if s := describeSpans(waitSpans(t, rec, 3))[2]; !strings.Contains(s, "error.type=ttr_expired") || !strings.Contains(s, "events=touch;ttr_expired") {
+		t.Fatalf("process span %s", s)
+	}
+	rec.Reset()
+
+	// TTR 0, which beanstalkd raises to 1s: the span ends at 1s.
+	id, err = tube.Put([]byte("b"), 1, 0, 0)
+	must(t, err)
+	_, _, err = ts.Reserve(time.Second)
+	must(t, err)
+	waitSpans(t, rec, 2) // send, receive
+	clk.Advance(999 * time.Millisecond)
+	expectEnded(t, rec, 2, "just before the TTR")
 	clk.Advance(time.Millisecond)
 	expectEnded(t, rec, 3, "at the TTR")
-	// beanstalkd takes the job back on its own clock; the next
-	// reservation is the next attempt, and its delete ends it.
-	w2 := bgwDial(t, addr)
-	id2, _, err := gobeanstalk.NewTubeSet(w2, "ttr").Reserve(10 * time.Second)
-	must(t, err)
-	if id2 != id {
-		t.Fatalf("reserved %d, want %d back", id2, id)
-	}
-	must(t, w2.Delete(id))
 
 	host, port, _ := net.SplitHostPort(ups[1])
 	rep := strings.NewReplacer("ID", strconv.FormatUint(id, 10), "SERVER", "server.address="+host+" server.port="+port)
 	want := []string{
 		"T1 send ttr producer parent=- links=[] status=Unset messaging.destination.name=ttr messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk SERVER",
 		"T1 receive ttr client parent=send ttr links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=ttr messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
-		"T1 process ttr consumer parent=send ttr links=[] status=Error error.type=ttr_expired jobgate.job.attempt=1 jobgate.job.outcome=ttr_expired messaging.destination.name=ttr messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=process messaging.system=beanstalk SERVER wait events=touch;ttr_expired",
-		"T1 receive ttr client parent=send ttr links=[=] status=Unset jobgate.job.attempt=2 messaging.destination.name=ttr messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
-		"T1 process ttr consumer parent=send ttr links=[] status=Unset jobgate.job.attempt=2 jobgate.job.outcome=completed messaging.destination.name=ttr messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=process messaging.system=beanstalk SERVER wait events=retry{jobgate.job.attempt=2}",
+		"T1 process ttr consumer parent=send ttr links=[] status=Error error.type=ttr_expired jobgate.job.attempt=1 jobgate.job.outcome=ttr_expired messaging.destination.name=ttr messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=process messaging.system=beanstalk SERVER wait events=ttr_expired",
 	}
 	for i := range want {
 		want[i] = rep.Replace(want[i])
 	}
-	checkSpans(t, waitSpans(t, rec, 5), want)
+	checkSpans(t, waitSpans(t, rec, 3), want)
 	if n := clk.Pending(); n != base {
 		t.Fatalf("%d timers pending at the end, want %d", n, base)
 	}
