@@ -16,10 +16,12 @@ import (
 // same event ("timeout", "ttr_expired").
 //
 // The timer counts from when the gateway saw the delivery, a little after
-// the upstream started its own, so when it fires the upstream has already
-// taken the job back (or is about to): a WORK_COMPLETE or delete racing
-// with the deadline may still be accepted upstream after the span ended
-// as a timeout. The span is never ended twice: an outcome that comes first
+// the upstream started its own, so when it fires the upstream should have
+// taken the job back. It may not have: beanstalkd was seen to hold an
+// expired reservation for seconds while the reserving connection was idle
+// (even without a gateway). A WORK_COMPLETE or delete in that window is
+// still accepted upstream after the span ended as a timeout; the trace
+// then says timeout for a job that completed. The span is never ended twice: an outcome that comes first
 // stops the timer, and a timer that fires first clears Process so the late
 // outcome finds nothing to end.
 
