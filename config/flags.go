@@ -53,6 +53,16 @@ func FlagFields() map[string]string {
 		"limits-write-buffer-limit":     "limits.write_buffer_limit",
 		"limits-handshake-timeout":      "limits.handshake_timeout",
 		"limits-max-handshakes":         "limits.max_handshakes",
+		"tracing-enabled":               "tracing.enabled",
+		"tracing-endpoint":              "tracing.endpoint",
+		"tracing-protocol":              "tracing.protocol",
+		"tracing-service-name":          "tracing.service_name",
+		"tracing-sampler":               "tracing.sampler",
+		"tracing-sample-ratio":          "tracing.sample_ratio",
+		"tracing-queue-size":            "tracing.queue_size",
+		"tracing-table-size":            "tracing.table_size",
+		"tracing-payload-traceparent":   "tracing.payload_traceparent",
+		"tracing-command-spans":         "tracing.command_spans",
 	}
 }
 

@@ -131,7 +131,7 @@ func newBeanstalkGateway(s *BeanstalkServer, g *BeanstalkGateway, traceTableSize
 	}
 	gw.cur.Store(rt)
 	if s.trace != nil {
-		gw.trace = newBgwTrace(s.trace.tr, traceTableSize)
+		gw.trace = newBgwTrace(s.trace.tr, traceTableSize, s.guard.clk)
 	}
 	for _, h := range rt.cfg.health {
 		h.Start()

@@ -192,7 +192,7 @@ func (s *bgwSession) put(cmd *wire.Command) {
 	s.syncUse(be, nil)
 	sl := s.push(be, cmd.Verb)
 	if t != nil {
-		t.put(sl, s.used, len(cmd.Body), be.b)
+		t.put(sl, s.used, cmd, be.b)
 	}
 	s.do(be, cmd, sl)
 }

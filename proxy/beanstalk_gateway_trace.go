@@ -6,6 +6,7 @@ import (
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/routing"
 	"github.com/jobgate/jobgate/tracing"
 )
@@ -20,11 +21,13 @@ import (
 //
 // Every hook runs on the connection's read loop as the reply is written
 // (writeSlot), so spans follow the order the client sees. A job whose TTR
-// runs out on an upstream is not seen: its process span ends (worker
-// lost) when the job is reserved again, or when the table evicts it.
+// runs out on an upstream is not seen on the wire: a timer on clk, armed
+// at the reservation with the TTR of the put (trace_deadline.go), ends
+// its process span then.
 type bgwTrace struct {
 	tr    *tracing.Tracer
 	table *tracing.Table[uint64]
+	clk   clock.Clock
 }
 
 // bgwSpan is a slot's tracing state: the send span of a put.
@@ -32,14 +35,15 @@ type bgwSpan struct {
 	send tracing.Send
 	cr   tracing.Creation
 	tube string
+	ttr  time.Duration // as the upstream applies it
 }
 
 // newBgwTrace returns the gateway's tracing state, or nil with tracing off.
-func newBgwTrace(tr *tracing.Tracer, size int) *bgwTrace {
+func newBgwTrace(tr *tracing.Tracer, size int, clk clock.Clock) *bgwTrace {
 	if tr == nil {
 		return nil
 	}
-	return &bgwTrace{tr: tr, table: tracing.NewTable[uint64](traceTableSize(size))}
+	return &bgwTrace{tr: tr, table: tracing.NewTable[uint64](traceTableSize(size)), clk: clk}
 }
 
 // TraceEvicted returns how many jobs a traced Beanstalk gateway
@@ -52,9 +56,10 @@ func (s *BeanstalkServer) TraceEvicted() uint64 {
 	return s.gw.trace.table.Evicted()
 }
 
-// put starts the send span of a put into tube, about to go to b, and
+// put starts the send span of put cmd into tube, about to go to b, and
 // keeps it on sl until the reply.
-func (t *bgwTrace) put(sl *bgwSlot, tube []byte, body int, b *routing.Backend) {
+func (t *bgwTrace) put(sl *bgwSlot, tube []byte, cmd *wire.Command, b *routing.Backend) {
+	body := len(cmd.Body)
 	send := t.tr.StartSendBare(context.Background(), time.Now())
 	if !send.Recording() {
 		send.End() // unsampled: nothing to keep for this job
@@ -64,7 +69,7 @@ func (t *bgwTrace) put(sl *bgwSlot, tube []byte, body int, b *routing.Backend) {
 	name := string(tube)
 	send.Describe(tracing.Message{Operation: "put", Destination: name, BodySize: body,
 		ServerAddress: a.host, ServerPort: a.port})
-	sl.span = &bgwSpan{send: send, cr: send.Creation(), tube: name}
+	sl.span = &bgwSpan{send: send, cr: send.Creation(), tube: name, ttr: beanstalkTTR(cmd.TTR)}
 }
 
 // refused records a put the gateway answered itself: the codec refused it,
@@ -88,7 +93,7 @@ func (t *bgwTrace) reply(s *bgwSession, sl *bgwSlot, kind wire.ReplyKind) {
 		if kind == wire.Inserted {
 			sp.send.Created(strconv.FormatUint(r.ID, 10))
 			if sp.cr.IsSampled() {
-				t.table.Put(r.ID, tracing.Entry{Creation: sp.cr, Enqueued: time.Now(), Name: sp.tube})
+				t.table.Put(r.ID, tracing.Entry{Creation: sp.cr, Enqueued: time.Now(), Name: sp.tube, Timeout: sp.ttr})
 			}
 		} else {
 			sp.send.Fail(kind.String())
@@ -106,6 +111,7 @@ func (t *bgwTrace) reply(s *bgwSession, sl *bgwSlot, kind wire.ReplyKind) {
 	case wire.Delete:
 		if r.Kind == wire.Deleted {
 			if e, ok := t.table.Delete(sl.id); ok {
+				e.StopDeadline()
 				e.Process.Complete()
 			}
 		}
@@ -123,9 +129,7 @@ func (t *bgwTrace) reply(s *bgwSession, sl *bgwSlot, kind wire.ReplyKind) {
 		}
 	case wire.Touch:
 		if r.Kind == wire.Touched {
-			if e, ok := t.table.Get(sl.id); ok {
-				e.Process.Touch()
-			}
+			t.touched(sl.id)
 		}
 	}
 }
@@ -144,14 +148,15 @@ func (t *bgwTrace) reserved(s *bgwSession, sl *bgwSlot) {
 		BodySize: len(r.Body), Enqueued: e.Enqueued, Attempt: e.Attempts + 1,
 		ServerAddress: a.host, ServerPort: a.port, Start: sl.start,
 	}
-	ctx := context.Background()
-	t.tr.Receive(ctx, e.Creation, m)
-	_, proc := t.tr.StartProcess(ctx, e.Creation, m)
+	proc := t.tr.Deliver(e.Creation, m)
 	var old tracing.Process
-	t.table.Update(r.ID, func(e *tracing.Entry) {
+	id := r.ID
+	t.table.Update(id, func(e *tracing.Entry) {
 		old = e.Process
+		e.StopDeadline()
 		e.Attempts++
 		e.Process = proc
+		t.armTTR(e, id)
 	})
 	// A span still open lost its end: the job came back to its server
 	// without an outcome through us (TTR, a failed session).
@@ -170,6 +175,7 @@ func (t *bgwTrace) requeue(id uint64, delay time.Duration, end func(tracing.Proc
 	t.table.Update(id, func(e *tracing.Entry) {
 		p = e.Process
 		e.Process = tracing.Process{}
+		e.StopDeadline()
 		e.Enqueued = time.Now().Add(delay)
 	})
 	if p.IsOpen() {
@@ -184,7 +190,35 @@ func (t *bgwTrace) lost(id uint64) {
 	t.table.Update(id, func(e *tracing.Entry) {
 		p = e.Process
 		e.Process = tracing.Process{}
+		e.StopDeadline()
 		e.Enqueued = time.Now()
 	})
 	p.Fail(tracing.ErrorWorkerLost)
+}
+
+// armTTR arms the end of entry e's open process span (job id) at the
+// job's TTR from now, as the upstream's reservation runs. The table's
+// lock is held.
+func (t *bgwTrace) armTTR(e *tracing.Entry, id uint64) {
+	if e.Timeout <= 0 || !e.Process.IsOpen() {
+		return
+	}
+	proc := e.Process
+	e.Deadline = t.clk.AfterFunc(e.Timeout, func() {
+		expireProcess(t.table, id, proc).TTRExpired()
+	})
+}
+
+// touched records a touch of job id: an event on its process span, and
+// the TTR counted again from now, as the upstream does.
+func (t *bgwTrace) touched(id uint64) {
+	var p tracing.Process
+	t.table.Update(id, func(e *tracing.Entry) {
+		p = e.Process
+		if e.Deadline != nil {
+			e.StopDeadline()
+			t.armTTR(e, id)
+		}
+	})
+	p.Touch()
 }

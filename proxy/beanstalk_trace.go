@@ -157,9 +157,7 @@ func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wi
 		Operation: verb.String(), Destination: jt.Tube, ID: strconv.FormatUint(r.ID, 10),
 		BodySize: jt.BodySize, Enqueued: jt.Ready, Attempt: jt.Reserves, Start: ct.start,
 	}
-	ctx := context.Background()
-	bt.tr.Receive(ctx, c, m)
-	_, p := bt.tr.StartProcess(ctx, c, m)
+	p := bt.tr.Deliver(c, m)
 	bt.mu.Lock()
 	old := bt.open[r.ID]
 	bt.open[r.ID] = p

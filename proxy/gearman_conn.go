@@ -364,6 +364,9 @@ func (c *gearmanConn) readLoop() {
 				if c.srv.metrics != nil {
 					c.countProtocolError(err)
 				}
+				if c.srv.cfg.Tracer != nil {
+					c.traceRefused(err, &f)
+				}
 				if !c.protocolError(err) {
 					c.flush()
 					return

@@ -109,7 +109,7 @@ func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, er
 	if err != nil {
 		return nil, err
 	}
-	gw := &gearmanGateway{srv: s, trace: newGwTrace(s.cfg.Tracer, s.cfg.TraceTableSize)}
+	gw := &gearmanGateway{srv: s, trace: newGwTrace(s.cfg.Tracer, s.cfg.TraceTableSize, s.guard.clk)}
 	gw.cur.Store(rt)
 	for _, h := range rt.cfg.health {
 		h.Start()

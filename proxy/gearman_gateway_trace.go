@@ -7,6 +7,8 @@ import (
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/clock"
+	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/routing"
 	"github.com/jobgate/jobgate/tracing"
 )
@@ -24,6 +26,7 @@ import (
 type gwTrace struct {
 	tr    *tracing.Tracer
 	table *tracing.Table[string]
+	clk   clock.Clock // runs the CAN_DO_TIMEOUT deadlines (trace_deadline.go)
 }
 
 // gwAddr is a backend's host and port for span attributes.
@@ -41,11 +44,11 @@ type gwJobTrace struct {
 }
 
 // newGwTrace returns the gateway's tracing state, or nil with tracing off.
-func newGwTrace(tr *tracing.Tracer, size int) *gwTrace {
+func newGwTrace(tr *tracing.Tracer, size int, clk clock.Clock) *gwTrace {
 	if tr == nil {
 		return nil
 	}
-	return &gwTrace{tr: tr, table: tracing.NewTable[string](traceTableSize(size))}
+	return &gwTrace{tr: tr, table: tracing.NewTable[string](traceTableSize(size)), clk: clk}
 }
 
 // traceTableSize is a gateway's trace table size: size, or the default
@@ -159,14 +162,21 @@ func (t *gwTrace) assignedLocked(s *gwSession, r *gwReply, b *routing.Backend, p
 	if p.Type != codec.JobAssign {
 		m.ConversationID = string(p.Arg(2))
 	}
-	ctx := context.Background()
-	t.tr.Receive(ctx, e.Creation, m)
-	_, proc := t.tr.StartProcess(ctx, e.Creation, m)
+	proc := t.tr.Deliver(e.Creation, m)
+	// The upstream takes the job back after the worker's CAN_DO_TIMEOUT.
+	var timeout time.Duration
+	if a := s.abilities[string(p.Arg(1))]; a != nil {
+		timeout = canDoTimeout(a.timeout)
+	}
 	var old tracing.Process
 	t.table.Update(h, func(e *tracing.Entry) {
 		old = e.Process
+		e.StopDeadline()
 		e.Attempts++
 		e.Process = proc
+		if timeout > 0 {
+			e.Deadline = t.clk.AfterFunc(timeout, func() { t.timedOut(s, h, proc) })
+		}
 	})
 	// A span still open lost its end: the job came back to the server
 	// without a WORK_* through us (an upstream session failed).
@@ -203,13 +213,21 @@ func (t *gwTrace) work(s *gwSession, p *codec.Packet) {
 		}
 		return
 	}
+	// Only the worker holding the job ends it: upstream answers anyone
+	// else (a worker whose CAN_DO_TIMEOUT ran out, one that never had
+	// it) JOB_NOT_FOUND, and the job goes on.
+	s.mu.Lock()
+	_, held := s.traced[h]
+	delete(s.traced, h)
+	s.mu.Unlock()
+	if !held {
+		return
+	}
 	e, ok := t.table.Delete(h)
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	delete(s.traced, h)
-	s.mu.Unlock()
+	e.StopDeadline()
 	if p.Type == codec.WorkComplete {
 		e.Process.Complete()
 	} else {
@@ -229,8 +247,23 @@ func (t *gwTrace) closed(s *gwSession) {
 		t.table.Update(h, func(e *tracing.Entry) {
 			p = e.Process
 			e.Process = tracing.Process{}
+			e.StopDeadline()
 			e.Enqueued = time.Now()
 		})
 		p.Fail(tracing.ErrorWorkerLost)
 	}
+}
+
+// timedOut ends process span proc of job h, held by s's worker, when the
+// worker's CAN_DO_TIMEOUT has run out: the upstream has requeued the job,
+// so the worker no longer holds it. error.type "timeout", as the local
+// engine says.
+func (t *gwTrace) timedOut(s *gwSession, h string, proc tracing.Process) {
+	s.mu.Lock()
+	p := expireProcess(t.table, h, proc)
+	if p.IsOpen() {
+		delete(s.traced, h)
+	}
+	s.mu.Unlock()
+	p.Fail(gearman.ReturnTimeout.String())
 }

@@ -323,6 +323,9 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 				if c.srv.metrics != nil {
 					c.countProtocolError(err)
 				}
+				if c.srv.cfg.Tracer != nil {
+					c.traceRefused(err, &f)
+				}
 				if !c.protocolError(err) {
 					l.close(c)
 					return

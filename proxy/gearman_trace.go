@@ -54,7 +54,7 @@ func (r gearmanReturns) JobReturned(id uint64, why gearman.ReturnReason) { r.gt.
 // runs under the engine lock, only with payload_traceparent on.
 func (gt *gearmanTrace) JobAssigning(id uint64, jt gearman.JobTrace, data []byte) []byte {
 	cr := tracing.Creation(jt.Creation)
-	_, p := gt.tr.StartProcess(context.Background(), cr, gt.message(id, "", jt, time.Time{}))
+	p := gt.tr.ProcessOnly(cr, gt.message(id, "", jt, time.Time{}))
 	gt.mu.Lock()
 	gt.early[id] = p
 	gt.mu.Unlock()
@@ -122,7 +122,8 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	switch t := p.Type; {
 	case isSubmit(t) && send.Recording():
 		if id := sess.LastJob(); id != 0 {
-			send.Created(string(c.srv.engine.AppendHandle(nil, id)))
+			var hb [64]byte // the handle is formatted once, into the span's string
+			send.Created(string(c.srv.engine.AppendHandle(hb[:0], id)))
 		} else if code := sess.LastError(); code != "" {
 			send.Fail(code)
 		} else {
@@ -157,17 +158,20 @@ func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
 		op = "JOB_ASSIGN_ALL"
 	}
 	m := gt.message(id, op, jt, start)
-	ctx := context.Background()
-	gt.tr.Receive(ctx, cr, m)
-	gt.mu.Lock()
-	p, early := gt.early[id]
-	delete(gt.early, id)
-	gt.mu.Unlock()
+	var p tracing.Process
+	early := false
+	if gt.early != nil { // payload envelope on
+		gt.mu.Lock()
+		p, early = gt.early[id]
+		delete(gt.early, id)
+		gt.mu.Unlock()
+	}
 	if early {
 		// Started inside the engine for the envelope; name its operation now.
+		gt.tr.Receive(context.Background(), cr, m)
 		p.Span().SetAttributes(semconv.MessagingOperationName(op))
 	} else {
-		_, p = gt.tr.StartProcess(ctx, cr, m)
+		p = gt.tr.Deliver(cr, m)
 	}
 	gt.mu.Lock()
 	old := gt.open[id]
@@ -179,8 +183,9 @@ func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
 
 // message describes traced job id for its receive and process spans.
 func (gt *gearmanTrace) message(id uint64, op string, jt gearman.JobTrace, start time.Time) tracing.Message {
+	var hb [64]byte // the handle is formatted once, into the span's string
 	return tracing.Message{
-		Operation: op, Destination: jt.Function, ID: string(gt.eng.AppendHandle(nil, id)),
+		Operation: op, Destination: jt.Function, ID: string(gt.eng.AppendHandle(hb[:0], id)),
 		ConversationID: jt.Unique, BodySize: jt.BodySize, Enqueued: jt.Ready,
 		Attempt: jt.Attempt, Start: start,
 	}

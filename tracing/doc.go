@@ -77,8 +77,10 @@
 // used after its span ended does nothing), the messaging attributes as
 // typed fields, a bounded queue of their own, and a
 // background goroutine that encodes each batch as OTLP protobuf directly
-// and uploads it with the OTLP exporters' own clients (so the exporter
-// environment variables, TLS, retries and compression apply). It costs a
+// and uploads it: over gRPC with the OTLP exporter's client, over HTTP
+// with a sender of its own that posts the encoded batch without the
+// client's copy (lean_http.go); both honour the exporter environment
+// variables, TLS, retries and compression. It costs a
 // fifth of the SDK's CPU per job and a tenth of its allocations (see
 // docs/BENCHMARKS.md, "Tracing"). Ids, sampling, flags and span content
 // follow the SDK rule for rule; tests compare the encoding with the SDK's

@@ -115,7 +115,9 @@ func (e *leanEncoder) encode(spans []*leanSpan) []byte {
 	for _, s := range spans {
 		e.spans = appendSpanField(e.spans, s)
 	}
-	b := e.out[:0]
+	// Room in front for the request's framing (request), so it needs no
+	// copy of the batch.
+	b := append(e.out[:0], make([]byte, leanFrameRoom)...)
 	b = protowire.AppendTag(b, fRSResource, protowire.BytesType)
 	b = protowire.AppendBytes(b, e.resource)
 	ssLen := protowire.SizeTag(fSSScope) + protowire.SizeBytes(len(e.scope)) + len(e.spans)
@@ -130,7 +132,22 @@ func (e *leanEncoder) encode(spans []*leanSpan) []byte {
 	b = appendString(b, fSSSchemaURL, e.scopeURL)
 	b = appendString(b, fRSSchemaURL, e.resSchema)
 	e.out = b
-	return b
+	return b[leanFrameRoom:]
+}
+
+// leanFrameRoom is the room encode leaves in front of the batch: a tag and
+// the longest length.
+const leanFrameRoom = 1 + 10 // binary.MaxVarintLen64
+
+// request returns the batch of the last encode as a whole
+// ExportTraceServiceRequest (its resource_spans field, 1), framed in the
+// room left in front of it. Valid until the next encode.
+func (e *leanEncoder) request() []byte {
+	n := len(e.out) - leanFrameRoom
+	start := leanFrameRoom - 1 - protowire.SizeVarint(uint64(n))
+	b := protowire.AppendTag(e.out[start:start], 1, protowire.BytesType)
+	protowire.AppendVarint(b, uint64(n))
+	return e.out[start:]
 }
 
 // appendSpanField appends s as a ScopeSpans.spans field. The span is

@@ -166,7 +166,13 @@ func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
 	body := p.enc.encode(spans)
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	if err := p.sink.upload(ctx, body, len(spans)); err != nil {
+	var err error
+	if ru, ok := p.sink.(requestUploader); ok {
+		err = ru.uploadRequest(ctx, p.enc.request(), len(spans))
+	} else {
+		err = p.sink.upload(ctx, body, len(spans))
+	}
+	if err != nil {
 		p.failed.Add(uint64(len(spans)))
 		otel.Handle(err)
 	}

@@ -220,14 +220,24 @@ func (s *leanSpan) setDelivery(m *Message, at time.Time) {
 
 // receive records a receive span on the lean path; see Tracer.Receive.
 func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
-	parent := trace.SpanContextFromContext(ctx)
-	if c.IsValid() {
-		parent = c.SpanContext()
-	}
 	// One clock reading serves as the end, the queue wait's reference and,
 	// without m.Start, the start: reading the clock is a good part of a
 	// span's cost.
-	now := time.Now()
+	lt.receiveAt(spanParent(ctx, c), c.IsValid(), m, time.Now())
+}
+
+// spanParent is the parent of a receive or process span: the creation
+// context, or ctx's span when c is zero.
+func spanParent(ctx context.Context, c Creation) trace.SpanContext {
+	if c.IsValid() {
+		return c.SpanContext()
+	}
+	return trace.SpanContextFromContext(ctx)
+}
+
+// receiveAt records a receive span under parent (linked to it when link)
+// that ends at now.
+func (lt *leanTracer) receiveAt(parent trace.SpanContext, link bool, m *Message, now time.Time) {
 	start := m.Start
 	if start.IsZero() {
 		start = now
@@ -239,18 +249,18 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	}
 	s.setMessage(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
 	s.setDelivery(m, now)
-	s.linkParent = c.IsValid()
+	s.linkParent = link
 	s.endAt(now)
 }
 
 // process starts a process span on the lean path; see
 // Tracer.StartProcess. The span is a *leanSpan when recorded.
 func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) trace.Span {
-	parent := trace.SpanContextFromContext(ctx)
-	if c.IsValid() {
-		parent = c.SpanContext()
-	}
-	start := time.Now()
+	return lt.processAt(spanParent(ctx, c), m, time.Now())
+}
+
+// processAt starts a process span under parent at start.
+func (lt *leanTracer) processAt(parent trace.SpanContext, m *Message, start time.Time) trace.Span {
 	span := lt.startSpan(parent, "process", m.Destination, trace.SpanKindConsumer, start)
 	if s, ok := span.(*leanSpan); ok {
 		s.setMessage(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)

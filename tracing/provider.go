@@ -84,12 +84,22 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 	// Job spans take the lean path (lean_span.go): its own queue, encoder
 	// and OTLP client, or the same exporter, fed the decoded encoding.
 	var sink leanSink = exporterSink{exp: o.exporter}
-	if o.exporter == nil {
+	switch {
+	case o.exporter != nil:
+	case rc.Protocol == ProtocolGRPC:
 		client, err := newOTLPClient(ctx, rc)
 		if err != nil {
 			return nil, errors.Join(err, p.sdk.Shutdown(ctx))
 		}
 		sink = otlpSink{client: client}
+	default:
+		// OTLP/HTTP: our own sender posts the encoded batch without the
+		// client's copy (lean_http.go).
+		hs, err := newHTTPSink(rc.Endpoint)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("tracing: %s client for %s: %w", rc.Protocol, rc.Endpoint, err), p.sdk.Shutdown(ctx))
+		}
+		sink = hs
 	}
 	p.lean = newLeanPipe(p.tp, newLeanEncoder(res, leanScope), sink, rc.QueueSize, false)
 	return p, nil

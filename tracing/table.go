@@ -24,6 +24,24 @@ type Entry struct {
 	// Name is the job's tube or function, for proxies whose delivery does
 	// not carry it (a Beanstalk RESERVED reply); empty otherwise.
 	Name string
+	// Timeout is how long the server lets one delivery of the job run
+	// before taking it back (a Beanstalk job's TTR); zero when it is not
+	// known or not the job's own (Gearman's is the worker's).
+	Timeout time.Duration
+	// Deadline, when not nil, is the timer the proxy armed to end Process
+	// when the server's time limit for the delivery runs out. Whoever
+	// clears or replaces Process stops it; the Table does when it evicts
+	// the entry or ends its span ([Table.EndOpen]).
+	Deadline interface{ Stop() bool }
+}
+
+// StopDeadline stops e's deadline timer, if any: call it wherever
+// Process is cleared or replaced.
+func (e *Entry) StopDeadline() {
+	if e.Deadline != nil {
+		e.Deadline.Stop()
+		e.Deadline = nil
+	}
 }
 
 // Table is a size-capped map from a job's client-visible id or handle to
@@ -92,6 +110,7 @@ func (t *Table[K]) Put(key K, e Entry) {
 		t.unlink(old)
 		delete(t.items, old.key)
 		victim = old.entry.Process
+		old.entry.StopDeadline()
 		t.evicted.Add(1)
 	}
 	t.mu.Unlock()
@@ -156,6 +175,7 @@ func (t *Table[K]) EndOpen(errType string) int {
 			open = append(open, n.entry.Process)
 			n.entry.Process = Process{}
 		}
+		n.entry.StopDeadline()
 	}
 	t.mu.Unlock()
 	for _, p := range open {

@@ -51,6 +51,16 @@ var flagSpecs = []flagSpec{
 	{"limits-write-buffer-limit", "`size` of the output queued for a client that stops reading before it is cut off; 0 means no limit", false},
 	{"limits-handshake-timeout", "close a TLS connection whose handshake takes longer than this `duration`", false},
 	{"limits-max-handshakes", "most TLS handshakes in progress on each TLS listener (`n`); 0 means no limit", false},
+	{"tracing-enabled", "export OpenTelemetry traces (also on when OTEL_EXPORTER_OTLP_ENDPOINT is set; never with OTEL_SDK_DISABLED=true)", true},
+	{"tracing-endpoint", "OTLP receiver `URL`, e.g. http://jaeger:4318; empty: OTEL_EXPORTER_OTLP_*ENDPOINT, then localhost", false},
+	{"tracing-protocol", "OTLP `protocol`: grpc or http/protobuf; empty: OTEL_EXPORTER_OTLP_*PROTOCOL, then http/protobuf", false},
+	{"tracing-service-name", "service.name of the spans (`name`); empty: OTEL_SERVICE_NAME, then jobgate", false},
+	{"tracing-sampler", "`sampler`: always_on, always_off, traceidratio or parentbased_*; empty: OTEL_TRACES_SAMPLER, then parentbased_always_on", false},
+	{"tracing-sample-ratio", "fraction of jobs traced by the ratio samplers, in (0, 1]; 0: OTEL_TRACES_SAMPLER_ARG, then 1", false},
+	{"tracing-queue-size", "most finished spans waiting for export (`n`); beyond it spans are dropped; 0: OTEL_BSP_MAX_QUEUE_SIZE, then 2048", false},
+	{"tracing-table-size", "most jobs on upstream servers a gateway keeps trace state for (`n`); 0: 65536", false},
+	{"tracing-payload-traceparent", "deliver job bodies to workers behind a traceparent line so they can continue the trace", true},
+	{"tracing-command-spans", "also make a span for each admin and stats command", true},
 }
 
 // configFlag holds the text of one flag until it is applied to the config.

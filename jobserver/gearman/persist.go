@@ -261,7 +261,7 @@ func (e *Engine) restore() error {
 // appendRecordOf appends j's Full record, with its creation context if
 // j is traced.
 func (e *Engine) appendRecordOf(dst []byte, j *job, at int64) []byte {
-	if tr := e.traceOf(j.id); tr != nil {
+	if tr, ok := e.traceOf(j.id); ok {
 		return appendJobRecordTraced(dst, j, at, &tr.creation)
 	}
 	return appendJobRecord(dst, j, at)

@@ -135,16 +135,16 @@ func (e *Engine) AppendHandle(dst []byte, id uint64) []byte { return e.handleID(
 func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	tr := e.traceOf(id)
+	tr, ok := e.traceOf(id)
 	j := e.jobs[id]
-	if tr == nil || j == nil {
+	if !ok || j == nil {
 		return JobTrace{}, false
 	}
 	return e.jobTraceOf(j, tr), true
 }
 
 // jobTraceOf describes traced job j.
-func (e *Engine) jobTraceOf(j *job, tr *jobTrace) JobTrace {
+func (e *Engine) jobTraceOf(j *job, tr jobTrace) JobTrace {
 	jt := JobTrace{
 		Creation: tr.creation,
 		Function: j.fn.name,
@@ -162,19 +162,23 @@ func (e *Engine) jobTraceOf(j *job, tr *jobTrace) JobTrace {
 // what the AssignHook makes of it for a traced job.
 func (e *Engine) assignData(j *job) []byte {
 	if e.ahook != nil {
-		if tr := e.traceOf(j.id); tr != nil {
+		if tr, ok := e.traceOf(j.id); ok {
 			return e.ahook.JobAssigning(j.id, e.jobTraceOf(j, tr), j.data())
 		}
 	}
 	return j.data()
 }
 
-// traceOf returns job id's trace, or nil.
-func (e *Engine) traceOf(id uint64) *jobTrace {
-	if e.traces == nil {
-		return nil
-	}
-	return e.traces[id]
+// traceOf returns job id's trace, and false for an untraced job.
+func (e *Engine) traceOf(id uint64) (jobTrace, bool) {
+	tr, ok := e.traces[id] // a nil map reads as empty
+	return tr, ok
+}
+
+// traced reports whether job id is traced.
+func (e *Engine) traced(id uint64) bool {
+	_, ok := e.traces[id]
+	return ok
 }
 
 // traceAttach makes new job j traced with c, unless c is zero; it runs
@@ -184,15 +188,16 @@ func (e *Engine) traceAttach(j *job, c Creation) {
 		return
 	}
 	if e.traces == nil {
-		e.traces = make(map[uint64]*jobTrace)
+		e.traces = make(map[uint64]jobTrace)
 	}
-	e.traces[j.id] = &jobTrace{creation: c}
+	e.traces[j.id] = jobTrace{creation: c}
 }
 
 // traceReady notes that j entered its ready queue now.
 func (e *Engine) traceReady(j *job) {
-	if tr := e.traceOf(j.id); tr != nil {
+	if tr, ok := e.traces[j.id]; ok {
 		tr.ready = e.now()
+		e.traces[j.id] = tr
 	}
 }
 
@@ -205,7 +210,7 @@ func (e *Engine) traceFree(j *job) {
 
 // traceReturned tells the hook that traced job j's run ended for why.
 func (e *Engine) traceReturned(j *job, why ReturnReason) {
-	if e.thook != nil && e.traceOf(j.id) != nil {
+	if e.thook != nil && e.traced(j.id) {
 		e.thook.JobReturned(j.id, why)
 	}
 }

@@ -112,7 +112,7 @@ func (s *Session) grab(t codec.Type) {
 	}
 	e.assign(s, j)
 	s.lastJob = j.id
-	s.lastTraced = e.traces != nil && e.traceOf(j.id) != nil
+	s.lastTraced = e.traces != nil && e.traced(j.id)
 	h := e.handle(e.scratch[:0], j)
 	e.scratch = h
 	fn := unsafeBytes(j.fn.name)

@@ -1,0 +1,57 @@
+package tracing
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Deliver records the handing of a job to a worker (JOB_ASSIGN*,
+// RESERVED) in one call: the receive span, as [Tracer.Receive], and the
+// start of the process span, returned, as [Tracer.StartProcess] with a
+// background context. It is what the proxy calls at every traced
+// assignment, so it does that work once: one clock reading serves as the
+// receive's end and the process's start (they are the same moment), the
+// parent is found once, and no context is built for the process span,
+// which the proxy would discard (StartProcess's costs an allocation).
+func (t *Tracer) Deliver(c Creation, m Message) Process {
+	if t == nil {
+		return Process{}
+	}
+	if t.lean == nil {
+		ctx := context.Background()
+		t.Receive(ctx, c, m)
+		_, p := t.StartProcess(ctx, c, m)
+		return p
+	}
+	parent := spanParent(context.Background(), c)
+	now := time.Now()
+	t.lean.receiveAt(parent, c.IsValid(), &m, now)
+	return leanProcess(t.lean.processAt(parent, &m, now))
+}
+
+// ProcessOnly starts the process span of a job as [Tracer.StartProcess]
+// with a background context, without building the context: for the
+// proxy, which keeps only the Process.
+func (t *Tracer) ProcessOnly(c Creation, m Message) Process {
+	if t == nil {
+		return Process{}
+	}
+	if t.lean == nil {
+		_, p := t.StartProcess(context.Background(), c, m)
+		return p
+	}
+	return leanProcess(t.lean.process(context.Background(), c, &m))
+}
+
+// leanProcess is the Process handle of a process span the lean path
+// started, as StartProcess makes it.
+func leanProcess(span trace.Span) Process {
+	sc := span.SpanContext()
+	p := Process{span: span, cr: CreationOf(sc), ts: traceStateOf(sc)}
+	if ls, ok := span.(*leanSpan); ok {
+		p.gen = ls.gen
+	}
+	return p
+}

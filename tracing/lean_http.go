@@ -1,0 +1,334 @@
+package tracing
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// httpSink posts the lean path's batches as OTLP/HTTP protobuf requests
+// itself. The OTLP HTTP client would take them as a ResourceSpans message
+// and proto.Marshal it: a copy of every batch (about 1.1 KB per job, most
+// of the bytes the traced server allocates). This sends the encoded batch
+// as it is, framed as an ExportTraceServiceRequest in room the encoder
+// left in front of it (leanEncoder.request), and keeps what that client
+// does and the README promises:
+//
+//   - OTEL_EXPORTER_OTLP_HEADERS / _TRACES_HEADERS (key=value, values
+//     percent-decoded), _TIMEOUT (milliseconds per attempt, default 10 s),
+//     _COMPRESSION (gzip or none), _CERTIFICATE (the CA bundle),
+//     _CLIENT_CERTIFICATE and _CLIENT_KEY, the _TRACES_ form winning;
+//   - TLS for an https endpoint, none for http (and an error if TLS files
+//     are given for http, as the client's Start returns);
+//   - the proxy from HTTPS_PROXY/HTTP_PROXY/NO_PROXY;
+//   - retries of 429, 502, 503, 504 and temporary network errors with the
+//     client's backoff (5 s growing 1.5× to 30 s, randomised ±50%, for at
+//     most a minute, and at least any Retry-After), within the export's
+//     deadline;
+//   - a 2xx reply's partial success, and any other reply's status and
+//     body, reported as the upload's error.
+//
+// It is used by the export goroutine only, so it reuses its buffers.
+type httpSink struct {
+	url     string
+	client  *http.Client
+	headers http.Header
+	gzip    bool
+	retry   httpRetry
+
+	gzBuf bytes.Buffer
+	gzW   *gzip.Writer
+
+	life context.Context // canceled by stop
+	end  context.CancelFunc
+}
+
+// httpRetry is the retry policy: the OTLP exporters' defaults.
+type httpRetry struct {
+	initial, max, elapsed time.Duration
+}
+
+var defaultHTTPRetry = httpRetry{initial: 5 * time.Second, max: 30 * time.Second, elapsed: time.Minute}
+
+// defaultHTTPTimeout bounds one request when OTEL_EXPORTER_OTLP_TIMEOUT
+// does not say.
+const defaultHTTPTimeout = 10 * time.Second
+
+// maxHTTPResponse caps the reply body read, as the OTLP client does.
+const maxHTTPResponse = 4 << 20
+
+// otlpEnv returns the signal-specific variable OTEL_EXPORTER_OTLP_TRACES_x
+// if set, else OTEL_EXPORTER_OTLP_x, trimmed; empty counts as unset, as
+// for the OTLP client.
+func otlpEnv(x string) (string, bool) {
+	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_" + x)); v != "" {
+		return v, true
+	}
+	v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_" + x))
+	return v, v != ""
+}
+
+// newHTTPSink returns the sink for the resolved OTLP/HTTP endpoint.
+func newHTTPSink(endpoint string) (*httpSink, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	s := &httpSink{url: u.String(), headers: http.Header{}, retry: defaultHTTPRetry}
+	s.headers.Set("User-Agent", "OTel OTLP Exporter Go/"+otlptrace.Version())
+	if v, ok := otlpEnv("HEADERS"); ok {
+		for k, v := range parseOTLPHeaders(v) {
+			s.headers.Set(k, v)
+		}
+	}
+	s.headers.Set("Content-Type", "application/x-protobuf")
+	timeout := defaultHTTPTimeout
+	if v, ok := otlpEnv("TIMEOUT"); ok {
+		if ms, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && ms >= 0 {
+			timeout = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if v, ok := otlpEnv("COMPRESSION"); ok && v == "gzip" {
+		s.gzip = true
+		s.gzW = gzip.NewWriter(&s.gzBuf)
+		s.headers.Set("Content-Encoding", "gzip")
+	}
+	tlsConf, err := otlpTLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	// The OTLP client's transport: net/http's defaults, kept apart from
+	// http.DefaultTransport so nothing else can change it.
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	if tlsConf != nil {
+		if u.Scheme != "https" {
+			return nil, errors.New("insecure HTTP endpoint cannot use TLS client configuration")
+		}
+		tr.TLSClientConfig = tlsConf
+	}
+	s.client = &http.Client{Transport: tr, Timeout: timeout}
+	s.life, s.end = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// parseOTLPHeaders reads an OTEL_EXPORTER_OTLP_HEADERS value: comma
+// separated key=value pairs, values percent-decoded, both trimmed;
+// malformed pairs are skipped.
+func parseOTLPHeaders(v string) map[string]string {
+	h := map[string]string{}
+	for pair := range strings.SplitSeq(v, ",") {
+		k, val, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n:") {
+			continue
+		}
+		val, err := url.PathUnescape(val)
+		if err != nil {
+			continue
+		}
+		h[k] = strings.TrimSpace(val)
+	}
+	return h
+}
+
+// otlpTLSConfig builds the TLS settings the certificate variables ask
+// for, or nil when they ask for none.
+func otlpTLSConfig() (*tls.Config, error) {
+	var conf *tls.Config
+	if file, ok := otlpEnv("CERTIFICATE"); ok {
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("tracing: OTLP certificate: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tracing: OTLP certificate %s: no PEM certificate", file)
+		}
+		conf = &tls.Config{RootCAs: pool}
+	}
+	certFile, okC := otlpEnv("CLIENT_CERTIFICATE")
+	keyFile, okK := otlpEnv("CLIENT_KEY")
+	if okC && okK {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tracing: OTLP client certificate: %w", err)
+		}
+		if conf == nil {
+			conf = &tls.Config{}
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	return conf, nil
+}
+
+// requestUploader is a sink that takes the batch as the whole
+// ExportTraceServiceRequest (leanEncoder.request), framed in place.
+type requestUploader interface {
+	uploadRequest(ctx context.Context, request []byte, n int) error
+}
+
+var _ requestUploader = (*httpSink)(nil)
+
+// upload posts one batch given as the body of a ResourceSpans message,
+// framing it in a copy; the export goroutine uses uploadRequest instead.
+func (s *httpSink) upload(ctx context.Context, resourceSpans []byte, n int) error {
+	req := protowire.AppendTag(nil, 1, protowire.BytesType)
+	req = protowire.AppendBytes(req, resourceSpans)
+	return s.uploadRequest(ctx, req, n)
+}
+
+// uploadRequest posts one encoded ExportTraceServiceRequest, retrying as
+// the policy says until ctx ends.
+func (s *httpSink) uploadRequest(ctx context.Context, body []byte, _ int) error {
+	if s.gzip {
+		s.gzBuf.Reset()
+		s.gzW.Reset(&s.gzBuf)
+		_, _ = s.gzW.Write(body)
+		if err := s.gzW.Close(); err != nil {
+			return err
+		}
+		body = s.gzBuf.Bytes()
+	}
+	// stop cancels an upload in progress, as the OTLP client's Stop does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.life, cancel)()
+	begin := time.Now()
+	interval := s.retry.initial
+	for {
+		throttle, err := s.post(ctx, body)
+		if err == nil {
+			return nil
+		}
+		var rerr retryable
+		if !errors.As(err, &rerr) {
+			return err
+		}
+		// Randomised ±50%, as the OTLP client's backoff.
+		delay := time.Duration(float64(interval) * (0.5 + rand.Float64()))
+		interval = min(time.Duration(float64(interval)*1.5), s.retry.max)
+		delay = max(delay, throttle)
+		if time.Since(begin)+delay > s.retry.elapsed {
+			return fmt.Errorf("max retry time would elapse: %w", err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// retryable marks an attempt's error as worth another attempt.
+type retryable struct{ err error }
+
+func (r retryable) Error() string { return r.err.Error() }
+func (r retryable) Unwrap() error { return r.err }
+
+// post makes one attempt. A retryable failure is a retryable error, with
+// the reply's Retry-After as throttle.
+func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if s.gzip {
+		req.ContentLength = -1 // as the OTLP client sends gzip: chunked
+	}
+	req.Header = s.headers.Clone()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) && uerr.Temporary() {
+			return 0, retryable{err}
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var reply bytes.Buffer
+	if _, err := io.Copy(&reply, io.LimitReader(resp.Body, maxHTTPResponse)); err != nil {
+		return 0, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return 0, partialSuccess(resp.Header.Get("Content-Type"), reply.Bytes())
+	}
+	text := strings.TrimSpace(reply.String())
+	if text == "" {
+		text = "(empty)"
+	}
+	err = fmt.Errorf("failed to send to %s: %s (body: %s)", s.url, resp.Status, text)
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return retryAfter(resp.Header.Get("Retry-After")), retryable{err}
+	}
+	return 0, err
+}
+
+// partialSuccess returns the error a successful reply's body reports:
+// spans the receiver rejected, or its message.
+func partialSuccess(contentType string, body []byte) error {
+	if len(body) == 0 || contentType != "application/x-protobuf" {
+		return nil
+	}
+	var r collectortrace.ExportTraceServiceResponse
+	if err := proto.Unmarshal(body, &r); err != nil {
+		return err
+	}
+	ps := r.GetPartialSuccess()
+	if n, msg := ps.GetRejectedSpans(), ps.GetErrorMessage(); n != 0 || msg != "" {
+		return fmt.Errorf("OTLP partial success: %s (%d spans rejected)", msg, n)
+	}
+	return nil
+}
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(min(n, int64(1<<62)/int64(time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// stop interrupts an upload in progress and lets idle connections go.
+func (s *httpSink) stop(context.Context) error {
+	s.end()
+	s.client.CloseIdleConnections()
+	return nil
+}
