@@ -32,7 +32,9 @@ import (
 // Ownership: the loop goroutine owns conns, free, dirty and every loop
 // connection's fields but signaled and closeReq. Other goroutines (the
 // engine's timers, the sweeper, Serve, Shutdown) reach it only through mu
-// and the eventfd. Lock order: engine lock, beanstalkLoop.mu.
+// and the eventfd, which is signalled under mu and closed under mu once
+// exited is set, so no late signal writes to a reused descriptor number.
+// Lock order: engine lock, beanstalkLoop.mu.
 type beanstalkLoop struct {
 	srv  *BeanstalkServer
 	poll *epoll.Poller
@@ -155,9 +157,11 @@ func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
 func (s *BeanstalkServer) stopLoop() {
 	if l := s.loop; l != nil {
 		l.mu.Lock()
-		l.stopping = true
+		if !l.exited {
+			l.stopping = true
+			l.wake.Signal()
+		}
 		l.mu.Unlock()
-		l.wake.Signal()
 	}
 }
 
@@ -212,8 +216,8 @@ func (l *beanstalkLoop) add(b *bloopConn) {
 		return
 	}
 	l.adds = append(l.adds, b)
-	l.mu.Unlock()
 	l.wake.Signal()
+	l.mu.Unlock()
 }
 
 // notify is the session's callback, under the engine lock: the pending
@@ -229,11 +233,10 @@ func (l *beanstalkLoop) signal(b *bloopConn) {
 	}
 	l.mu.Lock()
 	l.ready = append(l.ready, b)
-	sleeping := l.sleeping
-	l.mu.Unlock()
-	if sleeping {
-		l.wake.Signal()
+	if l.sleeping {
+		l.wake.Signal() // under mu: the loop closes the eventfd under mu
 	}
+	l.mu.Unlock()
 }
 
 // run is the loop goroutine.
@@ -330,7 +333,9 @@ func (l *beanstalkLoop) housekeep() bool {
 		l.close(b)
 	}
 	l.poll.Close()
+	l.mu.Lock()
 	l.wake.Close()
+	l.mu.Unlock()
 	return true
 }
 
