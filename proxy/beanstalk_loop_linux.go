@@ -22,7 +22,8 @@ import (
 // connection's engine Session, and after the batch writes each connection
 // that got replies with one write.
 //
-// A reserve that has to wait, or a denied reserve that auth holds back,
+// A reserve that has to wait, a change waiting for the journal
+// (engine.Session.ExecAsync), or a denied reserve that auth holds back,
 // parks its connection: the commands pipelined behind it stay buffered
 // (up to maxReadAhead) and are served in order after its reply. The
 // session's notify callback, run under the engine lock, and the hold
@@ -80,9 +81,10 @@ type bloopConn struct {
 	quit    bool // quit, or auth closes it: close once the replies are written
 
 	// The command the connection is parked on.
-	waiting  bool      // a reserve the engine answers later (notify)
-	verb     wire.Verb // the verb of that reserve
-	held     bool      // a denied reserve held back by auth (holdDenied)
+	waiting  bool         // a reserve or a journaled change the engine answers later (notify)
+	verb     wire.Verb    // the verb of that command
+	pcmd     wire.Command // that command, for its trace; Tube and Body cleared
+	held     bool         // a denied reserve held back by auth (holdDenied)
 	hold     time.Duration
 	heldR    wire.Reply
 	timer    *time.Timer
@@ -128,10 +130,12 @@ func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
 }
 
 // serveOnLoop hands c to the event loop, starting it on first use; false
-// leaves c to its own goroutine: a gateway, a journal (Exec may block), a
-// TLS connection, the Goroutines option, or a loop that cannot start.
+// leaves c to its own goroutine: a gateway (its upstream dials and writes
+// may block), a TLS connection, the Goroutines option, or a loop that
+// cannot start. With a journal the loop runs commands with ExecAsync,
+// which never waits for the disk.
 func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
-	if s.goroutines || s.gw != nil || s.eng.Journaled() {
+	if s.goroutines || s.gw != nil {
 		return false
 	}
 	s.mu.Lock()
@@ -373,13 +377,9 @@ func (l *beanstalkLoop) resume(b *bloopConn) {
 		return
 	}
 	if b.waiting {
-		var r wire.Reply
-		if !b.sess.Result(&r) {
-			return // not yet: a notify for a reserve already collected
+		if !l.collect(b) {
+			return // not yet: a notify for a reply already collected
 		}
-		b.waiting = false
-		cmd := wire.Command{Verb: b.verb}
-		l.reply(b, b.verb, &cmd, &r)
 	} else if b.held && b.holdDone.Load() {
 		b.held = false
 		b.timer = nil

@@ -40,12 +40,8 @@ func (l *beanstalkLoop) read(b *bloopConn) {
 	case n == 0:
 		b.eof = true
 		if b.waiting {
-			var r wire.Reply
-			b.sess.Cancel()
-			b.sess.Result(&r)
-			b.waiting = false
-			cmd := wire.Command{Verb: b.verb}
-			l.reply(b, b.verb, &cmd, &r)
+			b.sess.Cancel() // a reserve ends; a journaled change stays pending
+			l.collect(b)
 		}
 	default:
 		b.in = b.in[:len(b.in)+n]
@@ -108,13 +104,16 @@ func (l *beanstalkLoop) serve(b *bloopConn) {
 		if bt != nil {
 			bt.before(&b.ct, b.sess, cmd)
 		}
-		if !b.sess.Exec(cmd, &r) {
-			if !b.eof {
-				b.waiting, b.verb = true, verb
-				break
+		if !b.sess.ExecAsync(cmd, &r) {
+			b.waiting, b.verb, b.pcmd = true, verb, *cmd
+			b.pcmd.Tube, b.pcmd.Body = nil, nil // they alias the input buffer
+			if b.eof {
+				b.sess.Cancel() // the client has gone: a reserve gets TIMED_OUT at once
+				if l.collect(b) {
+					continue
+				}
 			}
-			b.sess.Cancel() // the client has gone: TIMED_OUT at once
-			b.sess.Result(&r)
+			break
 		}
 		l.reply(b, verb, cmd, &r)
 	}
@@ -138,6 +137,18 @@ func (l *beanstalkLoop) serve(b *bloopConn) {
 		l.markDirty(b)
 	}
 	l.interest(b)
+}
+
+// collect finishes the command b is parked on if the engine has its
+// reply.
+func (l *beanstalkLoop) collect(b *bloopConn) bool {
+	var r wire.Reply
+	if !b.sess.Result(&r) {
+		return false
+	}
+	b.waiting = false
+	l.reply(b, b.verb, &b.pcmd, &r)
+	return true
 }
 
 // reply finishes one command: its trace (cmd nil: no engine command ran),

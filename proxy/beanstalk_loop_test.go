@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/testutil/authtest"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/journal"
 	"github.com/jobgate/jobgate/proxy"
 )
 
@@ -180,5 +181,24 @@ func TestBeanstalkLoopDeniedReserveHold(t *testing.T) {
 		bsRoundTrip(t, o, "list-tube-used\r\n", "USING default\r\n")
 		c.expectQuiet(t, "reserve held (1 s) while the other client was served")
 		c.expect(t, "NOT_FOUND\r\nUSING default\r\n", "held reserve, then the rest")
+	})
+}
+
+// TestBeanstalkLoopJournalPipelined: with a journal (every write synced),
+// pipelined changes are each acknowledged once durable, in order, with the
+// commands between them, and a waiting reserve gets a job once durable.
+func TestBeanstalkLoopJournalPipelined(t *testing.T) {
+	bsBothPaths(t, func(t *testing.T) {
+		addr, _ := bsStartDurable(t, t.TempDir(), journal.Always)
+		c := bsDial(t, addr)
+		defer c.nc.Close()
+		c.send(t, "put 0 0 10 1\r\na\r\nput 0 0 10 1\r\nb\r\nlist-tube-used\r\ndelete 1\r\nstats-job 1\r\nreserve\r\nbury 2 5\r\n")
+		c.expect(t, "INSERTED 1\r\nINSERTED 2\r\nUSING default\r\nDELETED\r\nNOT_FOUND\r\nRESERVED 2 1\r\nb\r\nBURIED\r\n", "pipelined")
+		w := bsDial(t, addr)
+		defer w.nc.Close()
+		w.send(t, "reserve\r\n")
+		w.expectQuiet(t, "reserve waiting")
+		bsRoundTrip(t, c, "put 0 0 10 1\r\nc\r\n", "INSERTED 3\r\n")
+		w.expect(t, "RESERVED 3 1\r\nc\r\n", "the job put once durable")
 	})
 }

@@ -99,7 +99,9 @@ func testBeanstalkTraceReleaseRetry(t *testing.T) {
 // TestBeanstalkTraceAfterRestart puts a traced job on a journaled server,
 // stops it, starts another on the same journal and reserves the job there:
 // the receive and process spans join the send span of the first run.
-func TestBeanstalkTraceAfterRestart(t *testing.T) {
+func TestBeanstalkTraceAfterRestart(t *testing.T) { bsBothPaths(t, testBeanstalkTraceAfterRestart) }
+
+func testBeanstalkTraceAfterRestart(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
 	dir := t.TempDir()
 	run := func() (string, func()) {

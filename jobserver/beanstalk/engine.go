@@ -193,10 +193,6 @@ func New(cfg Config) (*Engine, error) {
 // MaxJobSize returns the largest job body the engine accepts.
 func (e *Engine) MaxJobSize() int { return e.maxJobSize }
 
-// Journaled reports whether the engine has a journal: then Exec may block
-// until a change is durable, which a shared event loop must not.
-func (e *Engine) Journaled() bool { return e.jr != nil }
-
 // SetDraining turns drain mode on or off. While draining, put answers
 // DRAINING; everything else works (beanstalkd enters it on SIGUSR1).
 func (e *Engine) SetDraining(on bool) {
