@@ -75,7 +75,9 @@ type BeanstalkConfig struct {
 // BeanstalkServer is a beanstalkd-compatible TCP server: one goroutine per
 // connection reads a command, hands it to the connection's engine Session,
 // and writes the reply, flushing only when no more input is buffered, so
-// pipelined commands are answered with one write.
+// pipelined commands are answered with one write. On Linux, plain TCP
+// connections to the engine are served instead by one epoll event loop
+// (beanstalk_loop_linux.go).
 type BeanstalkServer struct {
 	eng        *engine.Engine
 	ownsEng    bool
