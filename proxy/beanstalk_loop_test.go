@@ -202,3 +202,34 @@ func TestBeanstalkLoopJournalPipelined(t *testing.T) {
 		w.expect(t, "RESERVED 3 1\r\nc\r\n", "the job put once durable")
 	})
 }
+
+// TestBeanstalkLoopReadAheadFull: more than the read-ahead limit pipelined
+// behind a waiting reserve stops the reading until the reserve is
+// answered; then every command is served, in order.
+func TestBeanstalkLoopReadAheadFull(t *testing.T) {
+	bsBothPaths(t, func(t *testing.T) {
+		addr, _ := bsServe(t, proxy.BeanstalkConfig{Goroutines: bsGoroutines(t)})
+		w := bsDial(t, addr)
+		defer w.nc.Close()
+		const n = 20000 // 320 KB, past the 64 KiB read-ahead
+		sent := make(chan error, 1)
+		go func() {
+			w.nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			_, err := w.nc.Write([]byte("reserve\r\n" + strings.Repeat("list-tube-used\r\n", n)))
+			sent <- err
+		}()
+		w.expectQuiet(t, "reserve waiting")
+		p := bsDial(t, addr)
+		defer p.nc.Close()
+		bsRoundTrip(t, p, "put 0 0 10 1\r\na\r\n", "INSERTED 1\r\n")
+		w.expect(t, "RESERVED 1 1\r\na\r\n", "reserve")
+		for i := range n {
+			if got := w.readReply(t); got != "USING default\r\n" {
+				t.Fatalf("reply %d of %d behind the reserve: %q", i+1, n, got)
+			}
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
