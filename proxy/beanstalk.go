@@ -66,9 +66,9 @@ type BeanstalkConfig struct {
 	Gateway *BeanstalkGateway
 	// Goroutines serves every connection with its own goroutine instead
 	// of the single epoll event loop (beanstalk_loop_linux.go) used on
-	// Linux for plain TCP connections to an engine without a journal. The
-	// loop costs less CPU per command; this is for comparison and
-	// debugging.
+	// Linux for plain TCP connections of the direct engine path (no
+	// Gateway). The loop costs less CPU per command; this is for
+	// comparison and debugging.
 	Goroutines bool
 }
 
