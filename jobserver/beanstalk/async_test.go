@@ -197,3 +197,35 @@ func TestExecAsyncNoJournal(t *testing.T) {
 		t.Fatalf("put: %s, %v", show(r), ok)
 	}
 }
+
+// TestExecAsyncCloseWhilePending: an engine closed with a command pending
+// (a server shut down) finishes it once its record completes, and its
+// completer goroutine then ends.
+func TestExecAsyncCloseWhilePending(t *testing.T) {
+	m := &memJournal{}
+	e := newMemEngine(t, m)
+	c := newAsyncConn(t, e)
+	gate := holdRecords(m)
+	if _, ok := c.exec(wire.Command{Verb: wire.Put, TTR: 5, Body: []byte("x")}); ok {
+		t.Fatal("put answered before durable")
+	}
+	c.s.Close()
+	e.Close()
+	close(gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.mu.Lock()
+		running, queued := e.async.running, len(e.async.queue)
+		e.mu.Unlock()
+		if !running && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("completer still running (%d queued) after Close and the record's completion", queued)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if j := e.jobs.get(1); j == nil || j.state == statePending {
+		t.Errorf("the pending put was not finished: %+v", j)
+	}
+}
