@@ -150,7 +150,7 @@ func (c *beanstalkConn) holdDenied(cmd *wire.Command) {
 	if cmd.Verb == wire.ReserveWithTimeout {
 		d = min(d, time.Duration(cmd.Timeout)*time.Second)
 	}
-	if d <= 0 {
+	if d <= 0 || c.deferHold(d) {
 		return
 	}
 	if c.in.wr.Flush() != nil {

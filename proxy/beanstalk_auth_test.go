@@ -47,8 +47,9 @@ func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.Beanstalk
 	t.Helper()
 	logs := &logBuffer{}
 	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
-		Auth: p,
-		Log:  slog.New(slog.NewTextHandler(logs, nil)),
+		Auth:       p,
+		Log:        slog.New(slog.NewTextHandler(logs, nil)),
+		Goroutines: bsGoroutines(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,9 @@ func bsAdmin(t *testing.T, addr string) *bsConn {
 // CIDR; the 10.0.0.0/8 identity does not match it), which may put into
 // "jobs" and nothing else. Every denial answers NOT_FOUND, is logged with
 // the identity, changes nothing, and leaves the connection usable.
-func TestBeanstalkAuthCIDR(t *testing.T) {
+func TestBeanstalkAuthCIDR(t *testing.T) { bsBothPaths(t, testBeanstalkAuthCIDR) }
+
+func testBeanstalkAuthCIDR(t *testing.T) {
 	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c, adm := bsAuthCIDRScenario(t, addr, strconv.Itoa)
 	// Nothing half-done: the denied put made no job, the reserved tube
@@ -147,7 +150,9 @@ func bsAuthCIDRScenario(t *testing.T, addr string, id func(k int) string) (c, ad
 
 // TestBeanstalkAuthAnonymous: with no identity matching loopback, every
 // request that needs a right is denied, and logged as anonymous.
-func TestBeanstalkAuthAnonymous(t *testing.T) {
+func TestBeanstalkAuthAnonymous(t *testing.T) { bsBothPaths(t, testBeanstalkAuthAnonymous) }
+
+func testBeanstalkAuthAnonymous(t *testing.T) {
 	cfg := authtest.Config()
 	cfg.Identities = cfg.Identities[:4] // drop "local"
 	cfg.Rules = cfg.Rules[1:]
@@ -169,7 +174,9 @@ func TestBeanstalkAuthAnonymous(t *testing.T) {
 // tube does not change, no such tube is made) and identifies the client;
 // it may then consume "jobs". Unknown tokens change nothing, and the
 // third closes the connection.
-func TestBeanstalkAuthToken(t *testing.T) {
+func TestBeanstalkAuthToken(t *testing.T) { bsBothPaths(t, testBeanstalkAuthToken) }
+
+func testBeanstalkAuthToken(t *testing.T) {
 	_, addr, logs := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	bsAuthTokenScenario(t, addr, strconv.Itoa)
 
@@ -229,7 +236,9 @@ func bsCheckUnknownTokens(t *testing.T, addr string, logs *logBuffer) {
 // TestBeanstalkAuthReserveFilter: a worker that may consume "jobs" but
 // still watches "default" is never given a job from "default", neither at
 // once nor while it waits.
-func TestBeanstalkAuthReserveFilter(t *testing.T) {
+func TestBeanstalkAuthReserveFilter(t *testing.T) { bsBothPaths(t, testBeanstalkAuthReserveFilter) }
+
+func testBeanstalkAuthReserveFilter(t *testing.T) {
 	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	adm := bsAdmin(t, addr)
 	bsRoundTrip(t, adm, "put 0 0 60 1\r\nd\r\n", "INSERTED 1\r\n")
@@ -253,6 +262,10 @@ func TestBeanstalkAuthReserveFilter(t *testing.T) {
 // TestBeanstalkAuthDeniedReserveWaits: a reserve with no consumable tube
 // is answered only after a pause, so worker loops do not spin.
 func TestBeanstalkAuthDeniedReserveWaits(t *testing.T) {
+	bsBothPaths(t, testBeanstalkAuthDeniedReserveWaits)
+}
+
+func testBeanstalkAuthDeniedReserveWaits(t *testing.T) {
 	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
@@ -311,7 +324,9 @@ func TestBeanstalkAuthCert(t *testing.T) {
 
 // TestBeanstalkAuthSwap: SetAuthPolicy takes effect on a live connection
 // at its next command, and nil turns auth off.
-func TestBeanstalkAuthSwap(t *testing.T) {
+func TestBeanstalkAuthSwap(t *testing.T) { bsBothPaths(t, testBeanstalkAuthSwap) }
+
+func testBeanstalkAuthSwap(t *testing.T) {
 	srv, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	c := bsDial(t, addr)
 	defer c.nc.Close()
@@ -333,7 +348,9 @@ func TestBeanstalkAuthSwap(t *testing.T) {
 // TestBeanstalkAuthGoClient: go-beanstalk, unmodified, sends the token by
 // using the reserved tube (pipelined, its reply skipped), then works;
 // denials surface as ErrNotFound and the connection stays in step.
-func TestBeanstalkAuthGoClient(t *testing.T) {
+func TestBeanstalkAuthGoClient(t *testing.T) { bsBothPaths(t, testBeanstalkAuthGoClient) }
+
+func testBeanstalkAuthGoClient(t *testing.T) {
 	_, addr, _ := bsStartAuth(t, authtest.Policy(t, authtest.Config()), nil)
 	runGoClientAuth(t, addr)
 }
@@ -383,7 +400,9 @@ func runGoClientAuth(t *testing.T, addr string) {
 // real server: the token `use`, denials raised as NotFoundError, a
 // soft-denied watch whose reserve is refused, and the connection in step
 // after each.
-func TestBeanstalkAuthBeaneater(t *testing.T) {
+func TestBeanstalkAuthBeaneater(t *testing.T) { bsBothPaths(t, testBeanstalkAuthBeaneater) }
+
+func testBeanstalkAuthBeaneater(t *testing.T) {
 	ruby := testutil.RequireBinary(t, "ruby")
 	if out, err := exec.Command(ruby, "-e", `require "beaneater"`).CombinedOutput(); err != nil {
 		t.Skipf("ruby beaneater not installed: %s", out)

@@ -15,7 +15,7 @@ import (
 // real beanstalkd the same way, so a failure on both is the test's.
 func TestBeanstalkGoClient(t *testing.T) {
 	t.Parallel()
-	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal}, bsGatewayStarts...) {
+	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartJobgateGoroutines, bsStartReal}, bsGatewayStarts...) {
 		srv := start(t, 0)
 		t.Run(srv.name, func(t *testing.T) { bsGoClientScenario(t, srv.addr) })
 	}

@@ -33,7 +33,7 @@ func bsStartDurable(t testing.TB, dataDir string, p journal.SyncPolicy) (addr st
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: engine.Config{Journal: fj}})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{EngineConfig: engine.Config{Journal: fj}, Goroutines: bsGoroutines(t)})
 	if err != nil {
 		fj.Close()
 		t.Fatal(err)
@@ -282,7 +282,9 @@ func bsDrainAndCheck(t *testing.T, addr string, book *bsBook) {
 
 // TestBeanstalkJournalRestart: a clean shutdown and restart keeps ready,
 // delayed and buried jobs, in place, and the used tube's peeks see them.
-func TestBeanstalkJournalRestart(t *testing.T) {
+func TestBeanstalkJournalRestart(t *testing.T) { bsBothPaths(t, testBeanstalkJournalRestart) }
+
+func testBeanstalkJournalRestart(t *testing.T) {
 	dir := t.TempDir()
 	addr, stop := bsStartDurable(t, dir, journal.Interval(0))
 	c, err := dialBs(addr)

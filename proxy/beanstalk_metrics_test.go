@@ -26,7 +26,9 @@ func startBeanstalkMetrics(t *testing.T) (*proxy.BeanstalkServer, *metrics.Metri
 
 // TestBeanstalkMetrics runs a scripted workload and checks the exact
 // series it leaves.
-func TestBeanstalkMetrics(t *testing.T) {
+func TestBeanstalkMetrics(t *testing.T) { bsBothPaths(t, testBeanstalkMetrics) }
+
+func testBeanstalkMetrics(t *testing.T) {
 	_, m, clk, addr := startBeanstalkMetrics(t)
 	c := bsDial(t, addr)
 	step := func(send, want string) {

@@ -24,7 +24,7 @@ func TestBeanstalkBeaneater(t *testing.T) {
 		}
 		t.Skipf("ruby cannot load beaneater (install ruby-beaneater): %v", err)
 	}
-	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal}, bsGatewayStarts...) {
+	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartJobgateGoroutines, bsStartReal}, bsGatewayStarts...) {
 		srv := start(t, 0)
 		t.Run(srv.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

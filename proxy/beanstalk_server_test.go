@@ -17,7 +17,9 @@ import (
 
 // TestBeanstalkServerTTRIdle: the TTR runs out on time even when the
 // reserving connection sends nothing more (beanstalkd 1.12 can miss it).
-func TestBeanstalkServerTTRIdle(t *testing.T) {
+func TestBeanstalkServerTTRIdle(t *testing.T) { bsBothPaths(t, testBeanstalkServerTTRIdle) }
+
+func testBeanstalkServerTTRIdle(t *testing.T) {
 	t.Parallel()
 	srv := bsStartJobgate(t, 0)
 	c := bsDial(t, srv.addr)
@@ -40,6 +42,10 @@ func TestBeanstalkServerTTRIdle(t *testing.T) {
 // TestBeanstalkServerFlushBeforePartialCommand: replies go out before the
 // server blocks in the middle of a command.
 func TestBeanstalkServerFlushBeforePartialCommand(t *testing.T) {
+	bsBothPaths(t, testBeanstalkServerFlushBeforePartialCommand)
+}
+
+func testBeanstalkServerFlushBeforePartialCommand(t *testing.T) {
 	t.Parallel()
 	srv := bsStartJobgate(t, 0)
 	c := bsDial(t, srv.addr)
@@ -105,6 +111,10 @@ func TestBeanstalkServerPipelinedFlush(t *testing.T) {
 // TestBeanstalkServerHangupWhileWaiting: a client that hangs up during a
 // blocking reserve does not swallow the next job.
 func TestBeanstalkServerHangupWhileWaiting(t *testing.T) {
+	bsBothPaths(t, testBeanstalkServerHangupWhileWaiting)
+}
+
+func testBeanstalkServerHangupWhileWaiting(t *testing.T) {
 	t.Parallel()
 	srv := bsStartJobgate(t, 0)
 	w := bsDial(t, srv.addr)
@@ -129,9 +139,11 @@ func TestBeanstalkServerHangupWhileWaiting(t *testing.T) {
 
 // TestBeanstalkServerShutdown: Shutdown ends promptly with a client blocked
 // in reserve, and Serve returns nil.
-func TestBeanstalkServerShutdown(t *testing.T) {
+func TestBeanstalkServerShutdown(t *testing.T) { bsBothPaths(t, testBeanstalkServerShutdown) }
+
+func testBeanstalkServerShutdown(t *testing.T) {
 	t.Parallel()
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{})
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{Goroutines: bsGoroutines(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +174,10 @@ func TestBeanstalkServerShutdown(t *testing.T) {
 // connection's goroutine and nothing more (no goroutine or clock timer per
 // waiting reserve or per job).
 func TestBeanstalkServerGoroutinesPerWaiter(t *testing.T) {
+	bsBothPaths(t, testBeanstalkServerGoroutinesPerWaiter)
+}
+
+func testBeanstalkServerGoroutinesPerWaiter(t *testing.T) {
 	srv := bsStartJobgate(t, 0)
 	base := runtime.NumGoroutine()
 	const n = 50

@@ -53,7 +53,9 @@ func bsReleaseRetry(t *testing.T, prod, work *gobeanstalk.Conn) (uint64, *gobean
 // released for a retry, and a second reservation deleted; then a job whose
 // TTR runs out (fake clock) and which is then buried; and a put with no
 // reservation. Clients: go-beanstalk.
-func TestBeanstalkTraceReleaseRetry(t *testing.T) {
+func TestBeanstalkTraceReleaseRetry(t *testing.T) { bsBothPaths(t, testBeanstalkTraceReleaseRetry) }
+
+func testBeanstalkTraceReleaseRetry(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	addr, _ := startBeanstalkTraced(t, tr, engine.Config{Clock: clk})
@@ -97,7 +99,9 @@ func TestBeanstalkTraceReleaseRetry(t *testing.T) {
 // TestBeanstalkTraceAfterRestart puts a traced job on a journaled server,
 // stops it, starts another on the same journal and reserves the job there:
 // the receive and process spans join the send span of the first run.
-func TestBeanstalkTraceAfterRestart(t *testing.T) {
+func TestBeanstalkTraceAfterRestart(t *testing.T) { bsBothPaths(t, testBeanstalkTraceAfterRestart) }
+
+func testBeanstalkTraceAfterRestart(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{})
 	dir := t.TempDir()
 	run := func() (string, func()) {
@@ -135,7 +139,9 @@ func TestBeanstalkTraceAfterRestart(t *testing.T) {
 // TestBeanstalkTracePayload: with payload_traceparent on, a reserved job's
 // body carries the process span's context, which jobctx.Extract gives the
 // worker back with the body as put; peek still shows the stored body.
-func TestBeanstalkTracePayload(t *testing.T) {
+func TestBeanstalkTracePayload(t *testing.T) { bsBothPaths(t, testBeanstalkTracePayload) }
+
+func testBeanstalkTracePayload(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{PayloadTraceparent: true})
 	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
 	c := bgwDial(t, addr)
@@ -165,7 +171,9 @@ func TestBeanstalkTracePayload(t *testing.T) {
 // TestBeanstalkTraceCommandSpans: with command_spans on, stats and peek
 // commands get a SERVER span each, failed ones with error.type; off (the
 // other tests), they get none.
-func TestBeanstalkTraceCommandSpans(t *testing.T) {
+func TestBeanstalkTraceCommandSpans(t *testing.T) { bsBothPaths(t, testBeanstalkTraceCommandSpans) }
+
+func testBeanstalkTraceCommandSpans(t *testing.T) {
 	tr, rec := recordedTracer(t, tracing.Beanstalk, tracing.Config{CommandSpans: true})
 	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
 	c := bgwDial(t, addr)

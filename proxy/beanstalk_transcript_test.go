@@ -116,7 +116,7 @@ func bsRunTranscripts(t *testing.T, ts []bsTranscript) {
 	for _, tr := range ts {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Parallel()
-			for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartReal}, bsGatewayStarts...) {
+			for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartJobgateGoroutines, bsStartReal}, bsGatewayStarts...) {
 				srv := start(t, tr.maxJobSize)
 				t.Run(srv.name, func(t *testing.T) {
 					if why := bsGatewaySkip[srv.name+": "+tr.name]; why != "" {

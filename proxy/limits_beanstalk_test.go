@@ -47,6 +47,10 @@ func waitClosed(t *testing.T, c net.Conn, what string) {
 // client reads OUT_OF_MEMORY (ErrOOM) as its first reply; a slot freed
 // admits the next client; per-IP caps apply the same way.
 func TestBeanstalkLimitsConnectionFlood(t *testing.T) {
+	bsBothPaths(t, testBeanstalkLimitsConnectionFlood)
+}
+
+func testBeanstalkLimitsConnectionFlood(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		lim  proxy.Limits
@@ -111,7 +115,9 @@ func TestBeanstalkLimitsConnectionFlood(t *testing.T) {
 // TestBeanstalkLimitsIdleTimeout: with the fake clock past idle_timeout,
 // a connection with nothing pending is closed; one blocked in reserve and
 // one holding a reserved job stay, and the waiting one still gets its job.
-func TestBeanstalkLimitsIdleTimeout(t *testing.T) {
+func TestBeanstalkLimitsIdleTimeout(t *testing.T) { bsBothPaths(t, testBeanstalkLimitsIdleTimeout) }
+
+func testBeanstalkLimitsIdleTimeout(t *testing.T) {
 	_, clk, _, addr := startLimitedBeanstalk(t, proxy.Limits{IdleTimeout: 10 * time.Second})
 	idle := bsDial(t, addr)
 	idle.send(t, "list-tube-used\r\n")
@@ -156,7 +162,9 @@ func TestBeanstalkLimitsIdleTimeout(t *testing.T) {
 
 // TestBeanstalkLimitsReadTimeout: a request started and never finished is
 // cut off after read_timeout of the fake clock.
-func TestBeanstalkLimitsReadTimeout(t *testing.T) {
+func TestBeanstalkLimitsReadTimeout(t *testing.T) { bsBothPaths(t, testBeanstalkLimitsReadTimeout) }
+
+func testBeanstalkLimitsReadTimeout(t *testing.T) {
 	_, clk, m, addr := startLimitedBeanstalk(t, proxy.Limits{ReadTimeout: 4 * time.Second})
 	slow := bsDial(t, addr)
 	slow.send(t, "list-tube-used\r\n")
@@ -181,7 +189,9 @@ func TestBeanstalkLimitsReadTimeout(t *testing.T) {
 // TestBeanstalkLimitsWriteTimeout: a client that sends commands and never
 // reads the replies is cut off once the server's write has made no
 // progress for write_timeout.
-func TestBeanstalkLimitsWriteTimeout(t *testing.T) {
+func TestBeanstalkLimitsWriteTimeout(t *testing.T) { bsBothPaths(t, testBeanstalkLimitsWriteTimeout) }
+
+func testBeanstalkLimitsWriteTimeout(t *testing.T) {
 	_, clk, m, addr := startLimitedBeanstalk(t, proxy.Limits{WriteTimeout: 4 * time.Second})
 	// stats replies are ~1KB: the socket buffers fill fast.
 	bsExpectWriteTimeoutCut(t, addr, "stats\r\n", clk, m)
@@ -226,7 +236,9 @@ func bsExpectWriteTimeoutCut(t *testing.T, addr, cmd string, clk *clock.Fake, m 
 
 // TestBeanstalkLimitsMaxReserved: past max_reserved_per_conn a reserve
 // answers DEADLINE_SOON at once; once a job is deleted, reserve works.
-func TestBeanstalkLimitsMaxReserved(t *testing.T) {
+func TestBeanstalkLimitsMaxReserved(t *testing.T) { bsBothPaths(t, testBeanstalkLimitsMaxReserved) }
+
+func testBeanstalkLimitsMaxReserved(t *testing.T) {
 	srv, _, _, addr := startLimitedBeanstalk(t, proxy.Limits{MaxReservedPerConn: 1})
 	c := bsDial(t, addr)
 	c.send(t, "put 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\n")
@@ -251,6 +263,10 @@ func TestBeanstalkLimitsMaxReserved(t *testing.T) {
 // is refused (OUT_OF_MEMORY, or closed at once when too many refusals are
 // in flight) and none hangs.
 func TestBeanstalkLimitsConcurrentFlood(t *testing.T) {
+	bsBothPaths(t, testBeanstalkLimitsConcurrentFlood)
+}
+
+func testBeanstalkLimitsConcurrentFlood(t *testing.T) {
 	_, _, _, addr := startLimitedBeanstalk(t, proxy.Limits{MaxConns: 10})
 	const clients = 100
 	results := make(chan string, clients)

@@ -19,6 +19,9 @@ func bsServe(t testing.TB, cfg proxy.BeanstalkConfig) (string, *proxy.BeanstalkS
 // for tests that restart a server on the same journal.
 func bsServeStop(t testing.TB, cfg proxy.BeanstalkConfig) (string, func(), *proxy.BeanstalkServer) {
 	t.Helper()
+	if bsGoroutines(t) {
+		cfg.Goroutines = true
+	}
 	srv, err := proxy.NewBeanstalkServer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,16 @@
 # machine: both are started on free loopback ports and every workload runs
 # against them alternately (jobgate-bench -compare), ROUNDS runs each; the
 # summary line of each workload gives the median rates and their ratio
-# (jobgate / beanstalkd, above 1: jobgate faster). Servers are stopped by
-# PID.
+# (jobgate / beanstalkd, above 1: jobgate faster), the median p99 latency
+# of each, and each server's CPU time per job (utime+stime from
+# /proc/PID/stat over the run). Servers are stopped by PID.
 #
 # Usage: scripts/bench-beanstalk.sh
 # Environment (defaults in brackets):
 #   ROUNDS [3]  DURATION [5s]  OUT [a temporary directory]
 #   WORKLOADS ["put-1 put-16 reserve-delete cycle pipelined-put put-16k"]
+#   JOBGATE [built from this tree]: a jobgate binary to measure instead,
+#     e.g. an older build to compare with
 #   FSYNC [""]: with always, interval or never, both servers persist, each
 #     with the matching policy: jobgate -data-fsync always|interval (50ms)|
 #     never against beanstalkd -b with -f0|-f50|-F.
@@ -23,7 +26,11 @@ FSYNC=${FSYNC:-}
 OUT=${OUT:-$(mktemp -d /tmp/bench-beanstalk.XXXXXX)}
 mkdir -p "$OUT"
 command -v beanstalkd >/dev/null || { echo "beanstalkd not found" >&2; exit 1; }
-go build -o "$OUT/jobgate" ./cmd/jobgate
+if [ -n "${JOBGATE:-}" ]; then
+	cp "$JOBGATE" "$OUT/jobgate"
+else
+	go build -o "$OUT/jobgate" ./cmd/jobgate
+fi
 go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 
 . "$(dirname "$0")/bench-lib.sh"
@@ -72,6 +79,7 @@ for wl in $WORKLOADS; do
 	*) echo "unknown workload $wl" >&2; exit 1 ;;
 	esac
 	"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$JG_PORT" -compare "127.0.0.1:$BS_PORT" \
+		-pid "$JG_PID" -compare-pid "$BS_PID" \
 		-rounds "$ROUNDS" -duration "$DURATION" "${args[@]}" >"$OUT/$wl.txt"
 	echo "$wl: $(grep '^summary' "$OUT/$wl.txt" | sed "s/127.0.0.1:$JG_PORT/jobgate/; s/127.0.0.1:$BS_PORT/beanstalkd/")"
 	stop_servers

@@ -32,22 +32,23 @@ Flags:
 
 // beanstalkBenchConfig is what the flags set.
 type beanstalkBenchConfig struct {
-	addr      string
-	compare   string
-	rounds    int
-	workload  string
-	conns     int
-	producers int
-	consumers int
-	duration  time.Duration
-	n         int64
-	bodySize  int
-	pipeline  int
-	prefill   int64
-	tube      string
-	keep      bool
-	pid       int
-	proxyPID  int
+	addr       string
+	compare    string
+	rounds     int
+	workload   string
+	conns      int
+	producers  int
+	consumers  int
+	duration   time.Duration
+	n          int64
+	bodySize   int
+	pipeline   int
+	prefill    int64
+	tube       string
+	keep       bool
+	pid        int
+	proxyPID   int
+	comparePID int
 }
 
 // beanstalkBench is one run against one server.
@@ -82,7 +83,8 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.prefill, "prefill", 200000, "jobs put before reserve-delete runs (without -n)")
 	fs.StringVar(&cfg.tube, "tube", "jobgate-bench", "tube to use")
 	fs.BoolVar(&cfg.keep, "keep", false, "leave the jobs a run put in the server (to measure its memory) instead of deleting them")
-	fs.IntVar(&cfg.pid, "pid", 0, "server process id: report its CPU time per job (Linux; without -compare)")
+	fs.IntVar(&cfg.pid, "pid", 0, "server process id: report its CPU time per job (Linux)")
+	fs.IntVar(&cfg.comparePID, "compare-pid", 0, "process id of the -compare server: report its CPU time per job too (Linux)")
 	fs.IntVar(&cfg.proxyPID, "proxy-pid", 0, "process id of a proxy between generator and server: report its CPU time per job too (Linux; without -compare)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -94,19 +96,22 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -conns, -producers, -consumers, -pipeline, -rounds must be positive, -body-size not negative, -tube a valid name")
 		return 2
 	}
-	if cfg.compare != "" && (cfg.pid > 0 || cfg.proxyPID > 0) {
-		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -pid and -proxy-pid measure one server; they do not go with -compare")
+	if cfg.compare != "" && cfg.proxyPID > 0 || cfg.compare == "" && cfg.comparePID > 0 {
+		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -proxy-pid does not go with -compare, -compare-pid needs it")
 		return 2
 	}
 	addrs := []string{cfg.addr}
 	if cfg.compare != "" {
 		addrs = append(addrs, cfg.compare)
 	}
+	pids := []int{cfg.pid, cfg.comparePID}
 	rates := make([][]float64, len(addrs))
+	cpus := make([][]float64, len(addrs)) // server CPU µs per job
+	p99s := make([][]float64, len(addrs)) // µs
 	for range cfg.rounds {
 		for i, addr := range addrs {
 			b := &beanstalkBench{beanstalkBenchConfig: cfg}
-			b.addr = addr
+			b.addr, b.pid = addr, pids[i]
 			res, err := b.run()
 			if err == nil && !cfg.keep {
 				err = b.cleanup()
@@ -117,12 +122,23 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 			}
 			res.print(stdout, b)
 			rates[i] = append(rates[i], float64(res.jobs)/res.elapsed.Seconds())
+			cpus[i] = append(cpus[i], res.perJob(res.serverCPU))
+			p99s[i] = append(p99s[i], float64(pct(res.lat, 0.99).Nanoseconds())/1e3)
 		}
 	}
 	if len(addrs) == 2 {
 		a, b := median(rates[0]), median(rates[1])
-		fmt.Fprintf(stdout, "summary workload=%s median rate %s=%.0f %s=%.0f jobs/s ratio=%.2f (%d rounds)\n",
+		fmt.Fprintf(stdout, "summary workload=%s median rate %s=%.0f %s=%.0f jobs/s ratio=%.2f (%d rounds)",
 			cfg.workload, addrs[0], a, addrs[1], b, a/b, cfg.rounds)
+		fmt.Fprintf(stdout, "; p99 %.0f/%.0f us", median(p99s[0]), median(p99s[1]))
+		if cfg.pid > 0 && cfg.comparePID > 0 {
+			ca, cb := median(cpus[0]), median(cpus[1])
+			fmt.Fprintf(stdout, "; server cpu %.2f/%.2f us per job", ca, cb)
+			if cb > 0 { // /proc counts in ticks of 10 ms: a short run may show none
+				fmt.Fprintf(stdout, ", ratio=%.2f", ca/cb)
+			}
+		}
+		fmt.Fprintln(stdout)
 	}
 	return 0
 }
@@ -164,12 +180,7 @@ func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
 	}
 	// One line for scripts: rate, latencies of the unit of work in µs, CPU
 	// per job in µs.
-	perJob := func(d time.Duration) float64 {
-		if r.jobs == 0 {
-			return 0
-		}
-		return float64(d.Nanoseconds()) / 1e3 / float64(r.jobs)
-	}
+	perJob := r.perJob
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	fmt.Fprintf(w, "result ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f proxy_cpu_us=%.2f\n",
 		float64(r.jobs)/r.elapsed.Seconds(), us(pct(r.lat, 0.50)), us(pct(r.lat, 0.99)), perJob(r.serverCPU), perJob(r.proxyCPU))
@@ -548,4 +559,12 @@ func (c *beanstalkClient) drain() error {
 			return nil
 		}
 	}
+}
+
+// perJob returns d in µs per job done.
+func (r *beanstalkResult) perJob(d time.Duration) float64 {
+	if r.jobs == 0 {
+		return 0
+	}
+	return float64(d.Nanoseconds()) / 1e3 / float64(r.jobs)
 }

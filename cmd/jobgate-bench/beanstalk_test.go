@@ -46,7 +46,21 @@ func TestBeanstalkResultLine(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := runBeanstalk([]string{"-compare", "127.0.0.1:1", "-pid", pid}, &out, &errb); code != 2 {
-		t.Fatalf("-pid with -compare: code %d, want 2", code)
+	if code := runBeanstalk([]string{"-compare", "127.0.0.1:1", "-proxy-pid", pid}, &out, &errb); code != 2 {
+		t.Fatalf("-proxy-pid with -compare: code %d, want 2", code)
+	}
+	if code := runBeanstalk([]string{"-compare-pid", pid}, &out, &errb); code != 2 {
+		t.Fatalf("-compare-pid without -compare: code %d, want 2", code)
+	}
+	// Both servers measured: the summary gives each one's CPU per job.
+	out.Reset()
+	args := []string{"-addr", l.Addr().String(), "-compare", l.Addr().String(), "-workload", "put", "-n", "300",
+		"-conns", "2", "-pid", pid, "-compare-pid", pid}
+	if code := runBeanstalk(args, &out, &errb); code != 0 {
+		t.Fatalf("compare: code %d\nstderr: %s", code, errb.String())
+	}
+	sum := regexp.MustCompile(`(?m)^summary workload=put .* ratio=[0-9.]+ \(1 rounds\); p99 [0-9]+/[0-9]+ us; server cpu [0-9.]+/[0-9.]+ us per job(, ratio=[0-9.]+)?$`)
+	if !sum.MatchString(out.String()) {
+		t.Fatalf("no summary with CPU per job in\n%s", out.String())
 	}
 }

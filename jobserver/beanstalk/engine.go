@@ -129,6 +129,7 @@ type Engine struct {
 	startWall int64  // e.start as Unix ns: engine time to wall time
 	rec, snap []byte // record buffers for appends and for snapshots
 	restored  int    // jobs New restored
+	async     asyncState
 
 	obs Observer // job events for metrics; nil: none (observe.go)
 
@@ -213,6 +214,7 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
+	e.async.cond.Broadcast() // the completer ends once nothing is pending
 	if e.timer != nil {
 		e.timer.Stop()
 		e.timer = nil

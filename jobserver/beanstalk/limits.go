@@ -13,5 +13,5 @@ func (s *Session) Reserved() int {
 func (s *Session) Busy() bool {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
-	return s.waiting || s.reserved.len() > 0
+	return s.waiting || s.durPending || s.reserved.len() > 0
 }

@@ -153,11 +153,15 @@ func (s *Session) finishLocked(kind wire.ReplyKind, j *job) {
 	}
 }
 
-// Result collects the reply of a pending reserve into *r. It reports false,
-// leaving *r alone, while the reserve is still waiting.
+// Result collects the reply of a pending reserve, or of a command
+// ExecAsync left waiting for the journal, into *r. It reports false,
+// leaving *r alone, while it is still waiting.
 func (s *Session) Result(r *wire.Reply) bool {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
+	if s.durPending {
+		return s.durResultLocked(r) // ExecAsync (async.go)
+	}
 	if !s.answered {
 		return false
 	}

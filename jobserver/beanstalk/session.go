@@ -52,6 +52,10 @@ type Session struct {
 	buf []byte // the YAML of the last stats or list reply
 
 	creation Creation // for the next put (trace.go)
+
+	// A command ExecAsync left waiting for the journal (async.go).
+	dur        durable
+	durPending bool
 }
 
 func (s *Session) at() int64       { return s.tickAt }
@@ -93,12 +97,12 @@ func (e *Engine) NewSession(notify func()) *Session {
 // buried job) blocks until its record is durable, without holding the
 // engine lock, and answers INTERNAL_ERROR if the journal fails. Call Exec
 // from a goroutine that may block (one per connection), never from a
-// shared event loop.
+// shared event loop: that one calls ExecAsync (async.go).
 func (s *Session) Exec(cmd *wire.Command, r *wire.Reply) bool {
 	*r = wire.Reply{}
 	switch cmd.Verb {
 	case wire.Put:
-		s.put(cmd, r)
+		s.put(cmd, r, false)
 	case wire.Reserve, wire.ReserveWithTimeout:
 		return s.reserve(cmd, r)
 	case wire.Quit:
@@ -161,15 +165,16 @@ func (s *Session) RejectPut(kind wire.ReplyKind) {
 }
 
 // put builds the job outside the lock, so the body copy does not hold up
-// other sessions.
-func (s *Session) put(cmd *wire.Command, r *wire.Reply) {
+// other sessions. With async, a journaled put does not wait: it returns
+// false and the reply comes through notify and Result (async.go).
+func (s *Session) put(cmd *wire.Command, r *wire.Reply, async bool) bool {
 	e := s.e
 	if len(cmd.Body) > e.maxJobSize {
 		e.mu.Lock()
 		e.st.cmd[wire.Put]++
 		e.mu.Unlock()
 		r.Kind = wire.JobTooBig
-		return
+		return true
 	}
 	ttr := cmd.TTR
 	if ttr == 0 {
@@ -189,16 +194,20 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply) {
 	if e.draining {
 		e.nextID++ // beanstalkd made the job, with an id, before refusing it
 		r.Kind = wire.Draining
-		return
+		return true
 	}
 	e.putCreation, s.creation = s.creation, Creation{}
 	if e.jr != nil {
+		if async {
+			return s.putPendingLocked(j, r)
+		}
 		e.putDurableLocked(s.use, j, r)
-		return
+		return true
 	}
 	e.putLocked(s.use, j, e.now())
 	r.Kind = wire.Inserted
 	r.ID = j.id
+	return true
 }
 
 // putDurableLocked is put with a journal: the job stays pending, invisible,
@@ -207,6 +216,18 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply) {
 // the job is dropped and the reply is INTERNAL_ERROR. It unlocks e.mu while
 // it waits.
 func (e *Engine) putDurableLocked(t *tube, j *job, r *wire.Reply) {
+	tk, err := e.pendLocked(t, j)
+	if err == nil {
+		e.mu.Unlock()
+		err = tk.Wait()
+		e.mu.Lock()
+	}
+	e.putDoneLocked(j, err, r)
+}
+
+// pendLocked adds the new job j to t as pending, invisible, and appends
+// its Full record.
+func (e *Engine) pendLocked(t *tube, j *job) (Ticket, error) {
 	j.id = e.nextID
 	e.nextID++
 	j.created = e.now()
@@ -215,12 +236,13 @@ func (e *Engine) putDurableLocked(t *tube, j *job, r *wire.Reply) {
 	e.refLocked(t)
 	e.jobs.add(j)
 	e.traceAttachLocked(j)
-	tk, err := e.journalFull(j)
-	if err == nil {
-		e.mu.Unlock()
-		err = tk.Wait()
-		e.mu.Lock()
-	}
+	return e.journalFull(j)
+}
+
+// putDoneLocked finishes a journaled put once its record is durable (err
+// nil) or failed: the job is placed, or dropped with INTERNAL_ERROR.
+func (e *Engine) putDoneLocked(j *job, err error, r *wire.Reply) {
+	t := j.tube
 	j.state = 0
 	if err != nil {
 		e.freeLocked(j)

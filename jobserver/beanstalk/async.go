@@ -1,0 +1,177 @@
+package beanstalk
+
+import (
+	"sync"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+)
+
+// Acknowledging after the journal without blocking (ExecAsync).
+//
+// A server that serves many connections from one event loop must never
+// wait for the disk. ExecAsync makes a journaled change as Exec does
+// (under the lock, appending its record, which fixes the record order)
+// but returns at once, the command pending. A put's job stays pending,
+// invisible to reserve, until its record is durable, exactly as with
+// Exec. One completer goroutine per engine, started with the first such
+// command, waits for the oldest pending record; the journal completes
+// tickets in append order, so it then finishes, under the lock, every
+// command whose record is durable (placing a put's job, or dropping it
+// and answering INTERNAL_ERROR if the journal failed) and calls each
+// session's notify. That is one wakeup per group commit, not per command.
+// The session's caller collects the reply with Result, as for a reserve.
+
+// durable is a session's command whose reply waits for the journal.
+type durable struct {
+	t    Ticket     // the command's last record
+	job  *job       // a put's pending job; nil for other commands
+	r    wire.Reply // the reply: final once done
+	done bool       // the record is durable (or failed): Result hands r over
+}
+
+// asyncState is the engine's side of ExecAsync, guarded by Engine.mu.
+type asyncState struct {
+	queue   []*Session // sessions with a pending command, in append order
+	cond    sync.Cond  // on Engine.mu: queue became non-empty, or Close
+	running bool       // the completer goroutine runs
+}
+
+// ExecAsync is Exec for a connection served by a shared event loop: it
+// never waits for the journal. Where Exec would block until a change is
+// durable, it makes the change and returns false; the session's notify is
+// called (with the engine lock held) once the record is durable, and
+// Result then returns the reply, INTERNAL_ERROR if the journal failed. A
+// reserve that waits returns false as with Exec. Until Result has
+// returned the reply, only Result, Cancel (which does not undo a change)
+// and Close may be called. Without a journal ExecAsync is Exec.
+func (s *Session) ExecAsync(cmd *wire.Command, r *wire.Reply) bool {
+	e := s.e
+	if e.jr == nil {
+		return s.Exec(cmd, r)
+	}
+	switch {
+	case cmd.Verb == wire.Put:
+		*r = wire.Reply{}
+		return s.put(cmd, r, true)
+	case cmd.Verb == wire.Reserve, cmd.Verb == wire.ReserveWithTimeout, cmd.Verb == wire.Quit, int(cmd.Verb) >= numVerbs:
+		return s.Exec(cmd, r)
+	}
+	*r = wire.Reply{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st.cmd[cmd.Verb]++
+	now := int64(-1)
+	if !timeless[cmd.Verb] {
+		now = e.now()
+	}
+	t := s.execLocked(cmd, r, now)
+	if t == nil {
+		return true
+	}
+	return s.awaitLocked(t, nil, r)
+}
+
+// putPendingLocked is a journaled put that does not wait for its record.
+func (s *Session) putPendingLocked(j *job, r *wire.Reply) bool {
+	e := s.e
+	t, err := e.pendLocked(s.use, j)
+	if err != nil {
+		e.putDoneLocked(j, err, r)
+		return true
+	}
+	return s.awaitLocked(t, j, r)
+}
+
+// awaitLocked finishes the command whose last record is t at once if t is
+// durable already; otherwise it queues the session for the completer and
+// returns false.
+func (s *Session) awaitLocked(t Ticket, j *job, r *wire.Reply) bool {
+	e := s.e
+	if ticketDone(t) {
+		e.finishDurableLocked(t.Wait(), j, r)
+		return true
+	}
+	s.dur = durable{t: t, job: j, r: *r}
+	s.durPending = true
+	a := &e.async
+	a.queue = append(a.queue, s)
+	switch {
+	case !a.running:
+		a.running = true
+		a.cond.L = &e.mu
+		go e.runCompleter()
+	case len(a.queue) == 1:
+		a.cond.Signal()
+	}
+	return false
+}
+
+// finishDurableLocked completes a command once its record is durable
+// (err nil) or failed.
+func (e *Engine) finishDurableLocked(err error, j *job, r *wire.Reply) {
+	if j != nil {
+		e.putDoneLocked(j, err, r)
+		return
+	}
+	if err != nil {
+		*r = wire.Reply{Kind: wire.InternalError}
+	}
+}
+
+// ticketDone reports whether Wait on t would not block.
+func ticketDone(t Ticket) bool {
+	d := t.Done()
+	if d == nil {
+		return true
+	}
+	select {
+	case <-d:
+		return true
+	default:
+		return false
+	}
+}
+
+// runCompleter is the completer goroutine (see the top of the file). It
+// ends at Close once nothing is pending.
+func (e *Engine) runCompleter() {
+	a := &e.async
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for {
+		for len(a.queue) == 0 && !e.closed {
+			a.cond.Wait()
+		}
+		if len(a.queue) == 0 {
+			a.running = false
+			return
+		}
+		t := a.queue[0].dur.t
+		e.mu.Unlock()
+		t.Wait() // the error is read again below, under the lock
+		e.mu.Lock()
+		n := 0
+		for ; n < len(a.queue) && ticketDone(a.queue[n].dur.t); n++ {
+			s := a.queue[n]
+			e.finishDurableLocked(s.dur.t.Wait(), s.dur.job, &s.dur.r)
+			s.dur.t, s.dur.job, s.dur.done = nil, nil, true
+			if s.notify != nil && !s.closed {
+				s.notify()
+			}
+		}
+		rest := copy(a.queue, a.queue[n:])
+		clear(a.queue[rest:])
+		a.queue = a.queue[:rest]
+	}
+}
+
+// durResultLocked is Result for a command ExecAsync left pending.
+func (s *Session) durResultLocked(r *wire.Reply) bool {
+	if !s.dur.done {
+		return false
+	}
+	*r = s.dur.r
+	s.dur = durable{}
+	s.durPending = false
+	return true
+}
