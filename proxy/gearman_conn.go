@@ -72,6 +72,7 @@ type gearmanConn struct {
 	canRead  bool          // the current readiness event has not been read yet
 	wantOut  bool          // EPOLLOUT is registered: output is waiting for room
 	closed   bool          // closed by the loop
+	paused   bool          // a request is handled off the loop: not in the poller, not read
 	closeReq atomic.Bool   // any goroutine: the loop should close it
 
 	auth  *connAuth // nil until a request arrives while auth is on (gearman_auth.go)
