@@ -32,8 +32,11 @@ var errSuspended = errors.New("gearman gateway: request handled off the loop")
 // loopable reports whether every upstream backend of the gateway can be
 // served by the event loop; if one cannot (TLS), the server serves its
 // connections with goroutines, whose writes to it may block.
-func (gw *gearmanGateway) loopable() bool {
-	for _, b := range gw.rt().routed {
+func (gw *gearmanGateway) loopable() bool { return gw.rt().loopable() }
+
+// loopable reports whether the event loop can serve every upstream of rt.
+func (rt *gwRouting) loopable() bool {
+	for _, b := range rt.routed {
 		if !b.CanLoop() {
 			return false
 		}

@@ -13,6 +13,7 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/gearman"
 )
 
 // Gateway tests of the event-loop path: client connections and their
@@ -213,5 +214,32 @@ func TestGearmanGatewayLoopManyClients(t *testing.T) {
 		if got := st.upstreamStatus(t, id, fn); !strings.HasPrefix(got, want) {
 			t.Fatalf("backend %d: %q, want %q...", id, got, want)
 		}
+	}
+}
+
+// TestGearmanGatewayLoopTLSUpstream: a TLS upstream, whose writes may
+// block, is never served from the event loop: a gateway with one serves
+// its connections with goroutines, and a reload cannot add one to a
+// gateway on the loop.
+func TestGearmanGatewayLoopTLSUpstream(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	withTLS := func() *config.Config {
+		c := reloadConfig(t, up, "g2") // "moved." goes to g2, over TLS
+		c.Backends[1].TLS.Enabled = true
+		return c
+	}
+	_, srv := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
+	if srv.cfg.Goroutines {
+		t.Fatal("a plain-TCP gateway is not on the event loop")
+	}
+	if _, err := srv.PrepareReload(withTLS(), nil); err == nil || !strings.Contains(err.Error(), "TLS upstream") {
+		t.Fatalf("reload adding a TLS upstream: %v", err)
+	}
+	_, srv = startGearmanGateway(t, withTLS(), gearman.Config{})
+	if !srv.cfg.Goroutines {
+		t.Fatal("a gateway with a TLS upstream is on the event loop")
+	}
+	if _, err := srv.PrepareReload(withTLS(), nil); err != nil {
+		t.Fatalf("reload of a goroutine gateway: %v", err)
 	}
 }
