@@ -74,6 +74,7 @@ type gearmanLoopSession struct {
 	rfd      int             // loop only: the socket, open until end or Detach
 	canRead  bool            // loop only: this readiness event has not been read yet
 	reported bool            // loop only: the end was handled
+	pkt      gearman.Packet  // loop only: the packet being delivered; a field, so it is not allocated per packet
 
 	quiet atomic.Bool // Close was called: deliver and report nothing more
 
@@ -270,7 +271,8 @@ func (s *gearmanLoopSession) read() {
 			s.fail("read", fmt.Errorf("unexpected text from server: %q", f.Text))
 			break
 		}
-		p := &f.Packet
+		s.pkt = f.Packet
+		p := &s.pkt
 		if p.Type < gearman.Type(len(isReply)) && isReply[p.Type] {
 			s.mu.Lock()
 			if s.outstanding > 0 {
