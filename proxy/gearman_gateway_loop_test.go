@@ -5,8 +5,10 @@ package proxy
 import (
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,4 +244,66 @@ func TestGearmanGatewayLoopTLSUpstream(t *testing.T) {
 	if _, err := srv.PrepareReload(withTLS(), nil); err != nil {
 		t.Fatalf("reload of a goroutine gateway: %v", err)
 	}
+}
+
+// hangingListener returns the address of a listener whose accept queue
+// is full, so that connecting to it hangs (the kernel drops the SYNs)
+// until the dialler gives up.
+func hangingListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for i := 0; ; i++ { // fill the queue until a dial hangs
+		nc, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr
+		}
+		t.Cleanup(func() { nc.Close() })
+		if i == 16 {
+			t.Skip("the kernel keeps accepting connections nobody accepts")
+		}
+	}
+}
+
+// TestGearmanGatewayLoopSlowDial: dialling an upstream blocks, so it
+// happens off the loop. While one client's submit waits for a dial that
+// hangs, other clients are served; then the submit fails over to the
+// next backend of the pool.
+func TestGearmanGatewayLoopSlowDial(t *testing.T) {
+	const dialTimeout = 1500 * time.Millisecond
+	st := startGatewaySetup(t, []string{hangingListener(t), testutil.StartGearmand(t)}, config.Breaker{},
+		func(b *config.Backend) { b.DialTimeout = dialTimeout })
+	fHang, fFine := st.fnOwnedBy(t, "f", 1), st.fnOwnedBy(t, "f", 2)
+	a := dialGW(t, st.addr)
+	o := dialGW(t, st.addr)
+	o.quiet() // connected before a's dial starts
+	start := time.Now()
+	a.write(append(pkt(codec.SubmitJobBg, fHang, "", "x"), pkt(codec.EchoReq, "after")...))
+	o.send(codec.SubmitJobBg, fFine, "", "y")
+	o.expect(codec.JobCreated)
+	o.send(codec.SubmitJobBg, "local.f", "", "z")
+	o.expect(codec.JobCreated)
+	served := time.Since(start)
+	loopServed(t, st.srv)
+	if p := a.expect(codec.JobCreated); !strings.HasPrefix(string(p.Args[0]), "@2:") {
+		t.Fatalf("the submit did not fail over: %v", p.String())
+	}
+	if waited := time.Since(start); waited < dialTimeout || served >= dialTimeout {
+		t.Fatalf("the submit was answered after %v, the other client served after %v (dial timeout %v)", waited, served, dialTimeout)
+	}
+	a.expect(codec.EchoRes) // the connection was read again, in order
 }

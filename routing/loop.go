@@ -16,8 +16,11 @@ var ErrNoLoop = errors.New("routing: backend has no event-loop sessions")
 // for (readable, and writable while output waits for room) and removes it
 // when it ends. Events and ids are epoll's.
 type Poller interface {
+	// Add watches fd for events; id comes back with them.
 	Add(fd int, events uint32, id int32) error
+	// Mod changes the events watched for fd.
 	Mod(fd int, events uint32, id int32) error
+	// Del stops watching fd.
 	Del(fd int) error
 }
 
