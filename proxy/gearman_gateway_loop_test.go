@@ -171,7 +171,10 @@ func TestGearmanGatewayLoopStalledUpstreams(t *testing.T) {
 // in request order, and the gateway holds no goroutine per client or per
 // upstream session.
 func TestGearmanGatewayLoopManyClients(t *testing.T) {
-	st := startGatewaySetup(t, []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}, config.Breaker{})
+	// A generous dial timeout: many connections at once can overflow
+	// gearmand's listen backlog, and a dropped SYN is sent again after 1s.
+	st := startGatewaySetup(t, []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}, config.Breaker{},
+		func(b *config.Backend) { b.DialTimeout = 5 * time.Second })
 	f1, f2 := st.fnOwnedBy(t, "f", 1), st.fnOwnedBy(t, "f", 2)
 	base := runtime.NumGoroutine()
 	const clients, rounds = 64, 5
@@ -179,22 +182,30 @@ func TestGearmanGatewayLoopManyClients(t *testing.T) {
 	for i := range cs {
 		cs[i] = dialGW(t, st.addr)
 	}
-	for r := 0; r < rounds; r++ {
+	var batch []byte
+	batch = append(batch, pkt(codec.SubmitJobBg, f1, "", "a")...)
+	batch = append(batch, pkt(codec.EchoReq, "e")...)
+	batch = append(batch, pkt(codec.SubmitJobBg, f2, "", "b")...)
+	batch = append(batch, pkt(codec.SubmitJobBg, "local.f", "", "c")...)
+	check := func(i, r int, c *gwClient) {
+		t.Helper()
+		for j, want := range []string{"@1:", "e", "@2:", "H:jobgate:"} {
+			p := c.next()
+			if !strings.HasPrefix(string(p.Arg(0)), want) {
+				t.Fatalf("client %d round %d reply %d: %v, want %s...", i, r, j, p.String(), want)
+			}
+		}
+	}
+	for i, c := range cs { // the first round opens the upstream sessions
+		c.write(batch)
+		check(i, 0, c)
+	}
+	for r := 1; r < rounds; r++ { // then every client at once
 		for _, c := range cs {
-			var batch []byte
-			batch = append(batch, pkt(codec.SubmitJobBg, f1, "", "a")...)
-			batch = append(batch, pkt(codec.EchoReq, "e")...)
-			batch = append(batch, pkt(codec.SubmitJobBg, f2, "", "b")...)
-			batch = append(batch, pkt(codec.SubmitJobBg, "local.f", "", "c")...)
 			c.write(batch)
 		}
 		for i, c := range cs {
-			for j, want := range []string{"@1:", "e", "@2:", "H:jobgate:"} {
-				p := c.next()
-				if !strings.HasPrefix(string(p.Arg(0)), want) {
-					t.Fatalf("client %d round %d reply %d: %v, want %s...", i, r, j, p.String(), want)
-				}
-			}
+			check(i, r, c)
 		}
 	}
 	loopServed(t, st.srv)
