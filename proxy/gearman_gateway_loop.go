@@ -106,8 +106,8 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 	case isSubmit(p.Type):
 		fn := p.Function()
 		pool := rt.cfg.Rules.Match(fn)
-		if pool == nil {
-			return
+		if pool == nil || s.allOpen(pool.Backends()) {
+			return // the usual case, decided without hashing or breakers
 		}
 		for _, b := range pool.Order(fn, stack[:0]) {
 			if !b.Available() {
@@ -146,6 +146,18 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 		}
 		s.eachUnopened(set, f)
 	}
+}
+
+// allOpen reports whether each of bs is local or has an open session.
+func (s *gwSession) allOpen(bs []*routing.Backend) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range bs {
+		if b.ID != routing.LocalID && b.Gearman != nil && s.findLocked(b) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *gwSession) eachUnopened(bs []*routing.Backend, f func(b *routing.Backend) bool) {

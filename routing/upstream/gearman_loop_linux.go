@@ -86,7 +86,8 @@ type gearmanLoopSession struct {
 	wantOut     bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
 	stalled     time.Time // when output last waited for room without progress; zero: not waiting
 	outstanding int       // requests sent whose reply has not come
-	deadline    time.Time // when the replies outstanding are late; zero: none
+	deadline    time.Time // when the replies outstanding are late; zero: not armed yet
+	answered    bool      // a reply came since the last Expire
 	err         error     // why the session ended, first cause only
 }
 
@@ -114,7 +115,7 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
 		s.outstanding++
 		if s.outstanding == 1 {
-			s.deadline = s.cfg.ioDeadline(0)
+			s.deadline = time.Time{} // Expire arms it
 		}
 	}
 	return nil
@@ -278,11 +279,7 @@ func (s *gearmanLoopSession) read() {
 			if s.outstanding > 0 {
 				s.outstanding-- // clamped: see gearmanSession.readLoop
 			}
-			if s.outstanding == 0 {
-				s.deadline = time.Time{}
-			} else {
-				s.deadline = s.cfg.ioDeadline(0)
-			}
+			s.answered = true
 			s.mu.Unlock()
 		}
 		if s.quiet.Load() {
@@ -332,7 +329,11 @@ func (s *gearmanLoopSession) releaseLocked() {
 }
 
 // Expire fails the session when a reply is overdue or output has waited
-// for room for longer than the I/O timeout.
+// for room for longer than the I/O timeout. The reply deadline moves here,
+// one I/O timeout after the first sweep that saw requests outstanding and
+// no reply since the last: replies themselves do not read the clock, which
+// under pipelining cost more than the rest of the session's work. So a
+// timeout fires one to two sweep periods late.
 func (s *gearmanLoopSession) Expire(now time.Time) {
 	if s.cfg.IOTimeout == 0 {
 		return
@@ -342,8 +343,15 @@ func (s *gearmanLoopSession) Expire(now time.Time) {
 	if s.err != nil {
 		return
 	}
+	if s.outstanding == 0 || s.answered || s.deadline.IsZero() {
+		s.answered = false
+		s.deadline = time.Time{}
+		if s.outstanding > 0 {
+			s.deadline = now.Add(s.cfg.IOTimeout)
+		}
+	}
 	switch {
-	case s.outstanding > 0 && !s.deadline.IsZero() && !now.Before(s.deadline):
+	case s.outstanding > 0 && !now.Before(s.deadline):
 		s.failLocked("read", routing.ErrTimeout)
 	case !s.stalled.IsZero() && now.Sub(s.stalled) >= s.cfg.IOTimeout:
 		s.failLocked("write", routing.ErrTimeout)

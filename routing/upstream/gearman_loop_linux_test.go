@@ -257,3 +257,18 @@ func TestGearmanLoopNotOverTLS(t *testing.T) {
 		t.Fatalf("OpenLoop over TLS: %v", err)
 	}
 }
+
+// TestGearmanLoopIdleNoTimeout: once the replies came, an idle session
+// outlives several I/O timeouts and sweeps. The sleep is the subject of
+// the test (time passing with nothing outstanding).
+func TestGearmanLoopIdleNoTimeout(t *testing.T) {
+	g := newGearman(t, testutil.StartGearmand(t), 50*time.Millisecond)
+	c, pk := openLoop(t, g, 0)
+	send(t, c, gearman.EchoReq, "1")
+	flush(t, c)
+	pk.expect(t, gearman.EchoRes)
+	time.Sleep(200 * time.Millisecond)
+	send(t, c, gearman.EchoReq, "2")
+	flush(t, c)
+	pk.expect(t, gearman.EchoRes)
+}
