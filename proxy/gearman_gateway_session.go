@@ -277,7 +277,16 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	}
 	var err error
 	if bs.local != nil {
-		err = bs.local.Send(p)
+		// Not after Close: the engine session would take requests (a
+		// CAN_DO, a submit) for a connection that is gone. A request
+		// handled off the event loop, or a GRAB_JOB moving on, may come
+		// late; Close waits on sendMu, so one checked here is safe.
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if !closed {
+			err = bs.local.Send(p)
+		}
 		bs.sendMu.Unlock()
 		return err
 	}
