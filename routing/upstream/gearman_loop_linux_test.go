@@ -34,6 +34,12 @@ func openLoop(t *testing.T, g *Gearman, maxPending int) (*loopSession, *packets)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveLoop(t, c), pk
+}
+
+// serveLoop serves c from a loop goroutine of its own until the test ends.
+func serveLoop(t *testing.T, c routing.GearmanLoopConn) *loopSession {
+	t.Helper()
 	p, err := epoll.New()
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +79,7 @@ func openLoop(t *testing.T, g *Gearman, maxPending int) (*loopSession, *packets)
 		c.Detach()
 		p.Close()
 	})
-	return ls, pk
+	return ls
 }
 
 // ended waits until the loop saw the session end.
@@ -271,4 +277,48 @@ func TestGearmanLoopIdleNoTimeout(t *testing.T) {
 	send(t, c, gearman.EchoReq, "2")
 	flush(t, c)
 	pk.expect(t, gearman.EchoRes)
+}
+
+// TestGearmanLoopBreaker: through Backend.OpenGearmanLoop, a loop session
+// that breaks counts as one failure for the breaker, and so does a dial
+// that fails; two open it.
+func TestGearmanLoopBreaker(t *testing.T) {
+	srv := startProcess(t, "gearmand", testutil.FreePort(t), gearmandArgs)
+	br, err := routing.NewBreaker(routing.BreakerConfig{Name: "g", Failures: 2, OpenTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &routing.Backend{ID: 1, Name: "g", Gearman: newGearman(t, srv.addr, 5*time.Second), Breaker: br}
+	if !b.CanLoop() {
+		t.Fatal("a plain-TCP gearmand cannot loop")
+	}
+	pk := newPackets()
+	open := func() (routing.GearmanLoopConn, error) {
+		return b.OpenGearmanLoop(context.Background(), routing.GearmanEvents{Packet: pk.packet, Closed: pk.lost}, 0)
+	}
+	c, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := serveLoop(t, c)
+	send(t, c, gearman.EchoReq, "x")
+	flush(t, c)
+	pk.expect(t, gearman.EchoRes)
+	srv.kill()
+	if err := pk.end(t); !routing.IsTransport(err) {
+		t.Fatalf("ended with %v", err)
+	}
+	ls.ended(t)
+	if s := br.State(); s != routing.BreakerClosed {
+		t.Fatalf("breaker %v after one broken session (counted twice?)", s)
+	}
+	if _, err := open(); !routing.IsTransport(err) {
+		t.Fatalf("dial to a dead server: %v", err)
+	}
+	if s := br.State(); s != routing.BreakerOpen {
+		t.Fatalf("breaker %v after a broken session and a failed dial", s)
+	}
+	if _, err := open(); !errors.Is(err, routing.ErrUnavailable) {
+		t.Fatalf("open breaker let a dial through: %v", err)
+	}
 }
