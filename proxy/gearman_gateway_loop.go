@@ -20,6 +20,10 @@ import (
 // connection (gearmanLoop.resume) with the frames still buffered. A
 // GRAB_JOB moving on, after a NO_JOB, to a backend whose session is gone
 // continues on a goroutine likewise (grabOffLoop).
+//
+// Locks: a loop session's own lock comes after gwBackend.sendMu (Send) and
+// takes no other; gearmanLoop.mu comes after gwSession.openMu (attach).
+// The loop calls a session's callbacks (deliver, lost) with no lock held.
 
 // errNotOpen: a loop connection asked for a session that is not open, and
 // it must not dial where it is.
