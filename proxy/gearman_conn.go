@@ -50,6 +50,9 @@ type gearmanConn struct {
 	// read side has handled every buffered request, so that requests
 	// queued for upstream servers go out in one write per batch.
 	flusher gearmanFlusher
+	// pkt is the gateway's copy of the packet being handled, a field so
+	// that handing it to the session allocates nothing (handlePacket).
+	pkt codec.Packet
 
 	handling atomic.Bool   // the read loop is not waiting in Read: it will flush before it does
 	wake     chan struct{} // cap 1: the writer should flush
@@ -72,6 +75,7 @@ type gearmanConn struct {
 	canRead  bool          // the current readiness event has not been read yet
 	wantOut  bool          // EPOLLOUT is registered: output is waiting for room
 	closed   bool          // closed by the loop
+	paused   bool          // a request is handled off the loop: not in the poller, not read
 	closeReq atomic.Bool   // any goroutine: the loop should close it
 
 	auth  *connAuth // nil until a request arrives while auth is on (gearman_auth.go)
@@ -120,7 +124,8 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 // session is called directly rather than through gearmanHandler: a pointer
 // passed to an interface method escapes, so every frame of the read loop
 // would be moved to the heap, an allocation per packet on the plain
-// server's fast path. The gateway path pays for a copy instead.
+// server's fast path. The gateway path copies the packet header into the
+// connection (handlers do not keep p) instead.
 func (c *gearmanConn) handlePacket(p *codec.Packet) error {
 	c.watch.frames.Add(1)
 	if c.authOn() || p.Type == codec.OptionReq || p.Type == codec.SetClientID {
@@ -137,8 +142,8 @@ func (c *gearmanConn) handlePacket(p *codec.Packet) error {
 		}
 		return c.engine.Handle(p)
 	}
-	cp := *p
-	return c.sess.Handle(&cp)
+	c.pkt = *p
+	return c.sess.Handle(&c.pkt)
 }
 
 // gearmanHandler is what a connection hands its decoded frames to: the

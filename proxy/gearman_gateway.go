@@ -60,9 +60,13 @@ import (
 //     close the sessions already open to it.
 //   - A configuration that declares a gearman backend makes the server a
 //     gateway even if no route reaches that backend.
-//   - Upstream sessions are dialled on the connection's goroutine: with
-//     many clients per gateway, each client connection that touches an
-//     upstream holds one TCP connection to it (DESIGN decision 2).
+//   - Each client connection that touches an upstream holds one TCP
+//     connection to it (DESIGN decision 2). On Linux, plain-TCP upstream
+//     sessions of event-loop connections are served by the same loop
+//     (gearman_gateway_loop.go); they are dialled off the loop, while the
+//     connection waits. With a TLS upstream the gateway serves every
+//     connection with goroutines, and a reload cannot add one to a
+//     gateway on the loop.
 type GearmanGateway struct {
 	// Rules map function names to pools. Required.
 	Rules *routing.Rules

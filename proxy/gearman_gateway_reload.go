@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"reflect"
 
 	"github.com/jobgate/jobgate/config"
@@ -56,6 +57,10 @@ func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (app
 	rt, err := newGwRouting(g)
 	if err != nil {
 		return nil, err
+	}
+	if !s.cfg.Goroutines && !rt.loopable() {
+		// Its writes could block the event loop (gearman_gateway_loop.go).
+		return nil, errors.New("gearman gateway: a TLS upstream cannot join a gateway served by the event loop; restart to add it")
 	}
 	return func() {
 		s.gw.cur.Store(rt)

@@ -11,6 +11,9 @@ import (
 // Handle routes one request (gearmanHandler). See GearmanGateway for what
 // goes where.
 func (s *gwSession) Handle(p *codec.Packet) error {
+	if s.c.loop != nil && s.needsOpen(p) {
+		return s.handleOffLoop(p) // gearman_gateway_loop.go
+	}
 	err := s.handle(p)
 	s.runActions()
 	return err
@@ -329,6 +332,10 @@ func (s *gwSession) tryGrab(r *gwReply) {
 			continue
 		}
 		bs, err := s.session(b)
+		if err == errNotOpen {
+			s.grabOffLoop(r, b)
+			return
+		}
 		if err != nil {
 			continue
 		}

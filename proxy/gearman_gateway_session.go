@@ -54,6 +54,10 @@ type gwSession struct {
 	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
 	hbuf       []byte                // guarded by mu: async packets being written
 	traced     map[string]struct{}   // guarded by mu: client handles of traced jobs this worker holds
+
+	// openErr, guarded by mu, holds the dials that failed for a request
+	// handled off the event loop (gearman_gateway_loop.go).
+	openErr map[*routing.Backend]error
 }
 
 // gwBackend is one backend session of a gwSession.
@@ -160,8 +164,22 @@ func (s *gwSession) flushBackends() {
 // session returns the open session on b, opening it (and replaying the
 // connection's client id, options and abilities on it) if needed.
 func (s *gwSession) session(b *routing.Backend) (*gwBackend, error) {
+	return s.sessionDial(b, s.c.loop == nil)
+}
+
+// sessionDial is session; dial false (on the event loop) returns
+// errNotOpen, or the error preopen got, rather than dial.
+func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, error) {
 	if b.ID == routing.LocalID {
 		return s.local, nil
+	}
+	if !dial {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if bs := s.findLocked(b); bs != nil {
+			return bs, nil
+		}
+		return nil, s.notOpenLocked(b)
 	}
 	if bs := s.find(b); bs != nil {
 		return bs, nil
@@ -172,18 +190,11 @@ func (s *gwSession) session(b *routing.Backend) (*gwBackend, error) {
 		return bs, nil
 	}
 	bs := &gwBackend{b: b}
-	ctx, cancel := s.gw.openTimeout()
-	conn, err := b.OpenGearman(ctx, routing.GearmanEvents{
-		Packet: func(p *codec.Packet) { s.deliver(bs, p) },
-		Closed: func(err error) { s.lost(bs, err); s.afterAsync() },
-		Idle:   s.afterAsync,
-	})
-	cancel()
-	if err != nil {
+	if err := s.openConn(b, bs); err != nil { // gearman_gateway_loop.go
 		s.gw.srv.log.Debug("gearman gateway: open", "backend", b.Name, "err", err)
 		return nil, err
 	}
-	bs.conn = conn
+	conn := bs.conn
 	// Publish the session and take the state to replay in one critical
 	// section: a CAN_DO, SET_CLIENT_ID or OPTION_REQ handled before it is
 	// replayed here, one handled after it finds the session and sends
@@ -266,7 +277,16 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	}
 	var err error
 	if bs.local != nil {
-		err = bs.local.Send(p)
+		// Not after Close: the engine session would take requests (a
+		// CAN_DO, a submit) for a connection that is gone. A request
+		// handled off the event loop, or a GRAB_JOB moving on, may come
+		// late; Close waits on sendMu, so one checked here is safe.
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if !closed {
+			err = bs.local.Send(p)
+		}
 		bs.sendMu.Unlock()
 		return err
 	}

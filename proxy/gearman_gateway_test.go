@@ -99,8 +99,8 @@ type gwSetup struct {
 
 // startGatewaySetup routes functions starting "local." to the local
 // engine and every other function to a shard pool of the upstreams at
-// addrs (ids 1, 2, ...).
-func startGatewaySetup(t testing.TB, addrs []string, breaker config.Breaker) *gwSetup {
+// addrs (ids 1, 2, ...); mods change each upstream's settings.
+func startGatewaySetup(t testing.TB, addrs []string, breaker config.Breaker, mods ...func(*config.Backend)) *gwSetup {
 	t.Helper()
 	c := config.Default()
 	pool := config.Pool{Name: "shard", Strategy: config.StrategyShard}
@@ -109,6 +109,9 @@ func startGatewaySetup(t testing.TB, addrs []string, breaker config.Breaker) *gw
 		b.Name, b.ID, b.Type, b.Address = fmt.Sprintf("g%d", i+1), i+1, config.TypeGearman, a
 		b.IOTimeout, b.DialTimeout = 3*time.Second, time.Second
 		b.Breaker = breaker
+		for _, m := range mods {
+			m(&b)
+		}
 		c.Backends = append(c.Backends, b)
 		pool.Backends = append(pool.Backends, b.Name)
 	}

@@ -46,6 +46,8 @@ type gearmanLoop struct {
 	dirty    []*gearmanConn // guarded by mu; connections with output or a close request
 	stopping bool           // guarded by mu; Shutdown called
 	exited   bool           // guarded by mu; the loop has closed everything
+
+	loopUpstreams // gateway upstream sessions (gearman_loop_upstream_linux.go)
 }
 
 // wakeID is the epoll id of the eventfd; connection slots are >= 0.
@@ -154,7 +156,7 @@ func (l *gearmanLoop) stop() {
 func (l *gearmanLoop) run() {
 	defer l.srv.wg.Done()
 	for {
-		n, err := l.poll.Wait(l.evs[:], -1)
+		n, err := l.poll.Wait(l.evs[:], l.waitMsec())
 		if err != nil {
 			l.srv.log.Error("gearman epoll", "err", err)
 		}
@@ -162,6 +164,10 @@ func (l *gearmanLoop) run() {
 			ev := &l.evs[i]
 			if ev.Fd == wakeID {
 				l.wake.Drain()
+				continue
+			}
+			if ev.Fd < wakeID {
+				l.upReady(ev.Fd, ev.Events)
 				continue
 			}
 			c := l.conns[ev.Fd]
@@ -175,6 +181,7 @@ func (l *gearmanLoop) run() {
 				l.read(c)
 			}
 		}
+		l.sweep()
 		if l.housekeep() {
 			return
 		}
@@ -192,6 +199,7 @@ func (l *gearmanLoop) housekeep() bool {
 	for _, c := range adds {
 		l.register(c)
 	}
+	l.upstreamWork()
 	l.flush()
 	// Goroutine connections this batch gave output to.
 	l.srv.flushGoroutineDirty()
@@ -213,6 +221,7 @@ func (l *gearmanLoop) housekeep() bool {
 		l.register(c)
 		l.close(c)
 	}
+	l.stopUpstreams()
 	l.poll.Close()
 	l.wake.Close()
 	return true
@@ -293,7 +302,7 @@ func (l *gearmanLoop) write(c *gearmanConn) {
 		c.out = nil // drop a buffer a burst grew
 	}
 	c.mu.Unlock()
-	if want := rest > 0; want != c.wantOut {
+	if want := rest > 0; want != c.wantOut && !c.paused {
 		ev := uint32(epoll.In | epoll.Err)
 		if want {
 			ev |= epoll.Out
@@ -339,11 +348,18 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 		case codec.KindText:
 			err = c.handleText(f.Text)
 		}
+		if err == errSuspended { // gearman_gateway_loop.go
+			err = nil
+			l.suspend(c)
+		}
 		if c.srv.metrics != nil {
 			c.countFrame(&f, err)
 		}
 		if err != nil || c.closeReq.Load() {
 			l.close(c)
+			return
+		}
+		if c.paused {
 			return
 		}
 	}

@@ -2,7 +2,11 @@
 
 package proxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/jobgate/jobgate/routing"
+)
 
 // gearmanLoop is the Linux epoll event loop (gearman_loop_linux.go); here
 // every connection is served by its own goroutines.
@@ -18,3 +22,6 @@ func (l *gearmanLoop) markDirty(*gearmanConn)  {}
 func (l *gearmanLoop) kick()                   {}
 func (l *gearmanLoop) stop()                   {}
 func (c *gearmanConn) closeFD()                {}
+
+func (l *gearmanLoop) attach(routing.GearmanLoopConn) {}
+func (l *gearmanLoop) resume(*gearmanConn, error)     {}

@@ -67,9 +67,10 @@ type GearmanConfig struct {
 	// (gearman_gateway.go). Nil, or a gateway whose only backend is the
 	// local one, keeps the plain server: connections talk to the engine
 	// directly, at no extra cost. A gateway serves every connection with
-	// its own goroutines (Goroutines is implied): dials and writes to
-	// upstream servers may block, which must not stall the event loop
-	// that serves every other connection.
+	// the event loop, with its plain-TCP upstream sessions on the same
+	// loop (gearman_gateway_loop.go); with a TLS upstream, whose writes
+	// may block the loop, every connection gets its own goroutines
+	// (Goroutines is implied).
 	Gateway *GearmanGateway
 	// Metrics, when set, counts requests by packet type and result
 	// (gearman_metrics.go), connections, and jobs per function (through an
@@ -221,7 +222,8 @@ func NewGearmanServer(cfg GearmanConfig) (*GearmanServer, error) {
 			return nil, err
 		}
 		s.gw = gw
-		s.cfg.Goroutines = true
+		// Upstreams the event loop cannot serve (TLS) could block it.
+		s.cfg.Goroutines = s.cfg.Goroutines || !gw.loopable()
 	} else {
 		s.wireTracing(cfg.Tracer) // a gateway traces its jobs itself
 	}

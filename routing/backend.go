@@ -78,7 +78,8 @@ func IsTransport(err error) bool {
 // GearmanEvents receives what a Gearman backend session sends. The
 // functions are never called concurrently for one session, and in the order
 // the backend sent things, but not necessarily from one goroutine (an
-// upstream session calls them from its reader; the local engine from
+// upstream session calls them from its reader or, for a GearmanLoopConn,
+// from the event loop serving it; the local engine from
 // whichever session caused the packet, under its lock). So they must not
 // block (encode at once or hand over to another goroutine) and must not call
 // back into the session (Send, Flush, Close).

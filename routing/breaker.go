@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -69,6 +70,10 @@ type BreakerConfig struct {
 // connection fails them all at once and is counted once.
 type Breaker struct {
 	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// open mirrors "gobreaker's state is open", kept by OnStateChange, so
+	// that Ready, asked on every request, reads no clock while the breaker
+	// is closed: gobreaker's State calls time.Now each time.
+	open atomic.Bool
 }
 
 // NewBreaker returns a closed breaker.
@@ -97,11 +102,16 @@ func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
 		// breaker either.
 		IsExcluded: func(err error) bool { return err != nil && !IsTransport(err) },
 	}
-	if cfg.OnStateChange != nil {
-		f := cfg.OnStateChange
-		st.OnStateChange = func(name string, from, to gobreaker.State) { f(name, fromGo(from), fromGo(to)) }
+	b := &Breaker{}
+	f := cfg.OnStateChange
+	st.OnStateChange = func(name string, from, to gobreaker.State) {
+		b.open.Store(to == gobreaker.StateOpen)
+		if f != nil {
+			f(name, fromGo(from), fromGo(to))
+		}
 	}
-	return &Breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](st)}, nil
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	return b, nil
 }
 
 func fromGo(s gobreaker.State) BreakerState {
@@ -121,7 +131,11 @@ func (b *Breaker) State() BreakerState { return fromGo(b.cb.State()) }
 // Ready reports whether the breaker would let a session through now (it is
 // not open). A half-open breaker is ready, though Allow may still refuse
 // once its trial sessions are in flight.
-func (b *Breaker) Ready() bool { return b == nil || b.cb.State() != gobreaker.StateOpen }
+func (b *Breaker) Ready() bool {
+	// Only an open breaker can have changed state with time passing (to
+	// half-open): ask gobreaker then.
+	return b == nil || !b.open.Load() || b.cb.State() != gobreaker.StateOpen
+}
 
 // Allow asks to start one attempt. It returns ErrUnavailable (wrapping
 // gobreaker's reason) when the breaker refuses; otherwise the caller must

@@ -1,7 +1,11 @@
 // Package upstream implements routing's backend interfaces over TCP (and
 // optionally TLS) to real gearmand and beanstalkd servers: one connection
 // per backend session, a reader goroutine per connection, requests written
-// by the caller through a buffer it flushes per batch.
+// by the caller through a buffer it flushes per batch. A Gearman session
+// over plain TCP can instead be served by the caller's epoll loop
+// (Gearman.OpenLoop, gearman_loop_linux.go): no goroutine, non-blocking
+// writes, and the I/O timeout checked by the loop's sweep, where a write
+// times out when queued output made no progress for IOTimeout.
 //
 // Timeouts: a request that the server answers at once (everything but a
 // blocking reserve and a job's run) must see its answer, or at least some

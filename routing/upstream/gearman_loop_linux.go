@@ -1,0 +1,390 @@
+//go:build linux
+
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/routing"
+)
+
+var _ routing.GearmanLoopBackend = (*Gearman)(nil)
+
+// CanLoop reports whether OpenLoop can serve this backend: plain TCP only
+// (a TLS connection needs its own reads and writes, which may block).
+func (g *Gearman) CanLoop() bool { return g.cfg.TLS == nil }
+
+// OpenLoop connects, as Open does, and returns a session served by the
+// caller's event loop (routing.GearmanLoopConn): its socket is taken out
+// of the Go runtime's poller, so a reply costs no goroutine wakeup, only
+// the loop's read. It blocks while dialling: call it off the loop.
+func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPending int) (routing.GearmanLoopConn, error) {
+	if g.cfg.TLS != nil {
+		return nil, routing.ErrNoLoop
+	}
+	if ev.Packet == nil {
+		return nil, errors.New("upstream: gearman session without a packet callback")
+	}
+	nc, err := g.cfg.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		nc.Close()
+		return nil, routing.ErrNoLoop
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		nc.Close()
+		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "dial", Err: err}
+	}
+	fd, err := epoll.DupConn(rc.Control)
+	nc.Close() // the duplicate keeps the socket open, outside the runtime's poller
+	if err != nil {
+		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "dial", Err: err}
+	}
+	s := &gearmanLoopSession{cfg: &g.cfg, ev: ev, maxPending: maxPending, rfd: fd, fd: fd}
+	s.rd = gearman.NewReader(loopReader{s}, g.cfg.Limits)
+	return s, nil
+}
+
+// gearmanLoopSession is one connection to gearmand served by an event
+// loop. The loop goroutine owns rd, rfd, canRead and reported; the rest is
+// guarded by mu, which Send, Flush and Close take from any goroutine.
+// Only the loop closes the socket (end, Detach), so the descriptor never
+// changes under a goroutine holding mu; others shut it down (fail), which
+// makes it readable for the loop.
+type gearmanLoopSession struct {
+	cfg        *GearmanConfig
+	ev         routing.GearmanEvents
+	maxPending int
+
+	rd       *gearman.Reader // loop only
+	rfd      int             // loop only: the socket, open until end or Detach
+	canRead  bool            // loop only: this readiness event has not been read yet
+	reported bool            // loop only: the end was handled
+	pkt      gearman.Packet  // loop only: the packet being delivered; a field, so it is not allocated per packet
+
+	quiet atomic.Bool // Close was called: deliver and report nothing more
+
+	mu          sync.Mutex
+	fd          int            // the socket; -1 once released
+	poll        routing.Poller // nil until Attach
+	id          int32
+	out         []byte    // requests not yet taken by the socket
+	wantOut     bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
+	stalled     time.Time // when output last waited for room without progress; zero: not waiting
+	outstanding int       // requests sent whose reply has not come
+	deadline    time.Time // when the replies outstanding are late; zero: not armed yet
+	answered    bool      // a reply came since the last Expire
+	err         error     // why the session ended, first cause only
+}
+
+// loopEvents are the events a loop session always waits for.
+const loopEvents = uint32(epoll.In | epoll.Err)
+
+// errWouldBlock tells the Reader the socket was read once for this
+// readiness event.
+var errWouldBlock = errors.New("upstream: would block")
+
+// Send queues p; Flush writes it.
+func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
+	if err := p.Validate(); err != nil {
+		return err // the caller's mistake; nothing was queued
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
+	if s.maxPending > 0 && len(s.out) > s.maxPending {
+		return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+	}
+	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
+		s.outstanding++
+		if s.outstanding == 1 {
+			s.deadline = time.Time{} // Expire arms it
+		}
+	}
+	return nil
+}
+
+// Flush writes what the socket takes now; the rest waits for EPOLLOUT.
+func (s *gearmanLoopSession) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if s.wantOut {
+		return nil // Ready writes when there is room
+	}
+	return s.writeLocked()
+}
+
+// writeLocked makes one non-blocking write of the queued output.
+func (s *gearmanLoopSession) writeLocked() error {
+	if len(s.out) == 0 {
+		return nil
+	}
+	n, err := epoll.Write(s.fd, s.out)
+	if err != nil {
+		return s.failLocked("write", err)
+	}
+	s.out = s.out[:copy(s.out, s.out[n:])]
+	if len(s.out) == 0 {
+		s.stalled = time.Time{}
+		if cap(s.out) > 1<<20 {
+			s.out = nil // drop a buffer a burst grew
+		}
+		s.setWantOutLocked(false)
+		return nil
+	}
+	if n > 0 || s.stalled.IsZero() {
+		s.stalled = time.Now()
+	}
+	s.setWantOutLocked(true)
+	return nil
+}
+
+// setWantOutLocked watches EPOLLOUT while output waits for room.
+func (s *gearmanLoopSession) setWantOutLocked(want bool) {
+	if want == s.wantOut {
+		return
+	}
+	s.wantOut = want
+	if s.poll == nil {
+		return // Attach registers what wantOut says
+	}
+	ev := loopEvents
+	if want {
+		ev |= epoll.Out
+	}
+	if err := s.poll.Mod(s.fd, ev, s.id); err != nil {
+		s.failLocked("write", err)
+	}
+}
+
+// Close ends the session quietly: the loop releases the socket when it
+// sees it shut down.
+func (s *gearmanLoopSession) Close() {
+	s.quiet.Store(true)
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = routing.ErrClosed
+	}
+	s.shutdownLocked()
+	s.mu.Unlock()
+}
+
+// failLocked ends the session for cause (the first cause wins) and returns
+// the error it ended with. The loop reports it (Ready).
+func (s *gearmanLoopSession) failLocked(op string, cause error) error {
+	if s.err == nil {
+		s.err = &routing.TransportError{Backend: s.cfg.Addr, Op: op, Err: cause}
+	}
+	s.shutdownLocked()
+	return s.err
+}
+
+// shutdownLocked makes the socket readable for the loop (EOF, HUP) and
+// tells the server the connection is over, without freeing the descriptor
+// the loop may be using.
+func (s *gearmanLoopSession) shutdownLocked() {
+	if s.fd >= 0 {
+		_ = syscall.Shutdown(s.fd, syscall.SHUT_RDWR)
+	}
+}
+
+// Attach registers the socket with p. A session that already ended is
+// registered too: its socket is shut down, so Ready reports the end at
+// once. If p refuses it, the session fails and its end is reported here.
+func (s *gearmanLoopSession) Attach(p routing.Poller, id int32) error {
+	s.mu.Lock()
+	ev := loopEvents
+	if s.wantOut {
+		ev |= epoll.Out
+	}
+	err := p.Add(s.fd, ev, id)
+	if err == nil {
+		s.poll, s.id = p, id
+	} else {
+		s.failLocked("attach", err)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.end()
+	}
+	return err
+}
+
+// Ready handles the events the loop saw on the socket.
+func (s *gearmanLoopSession) Ready(events uint32) bool {
+	if s.reported {
+		return false
+	}
+	if events&epoll.Out != 0 {
+		s.mu.Lock()
+		if s.err == nil {
+			_ = s.writeLocked()
+		}
+		s.mu.Unlock()
+	}
+	if events&(epoll.In|epoll.Err) != 0 {
+		s.read()
+	}
+	s.mu.Lock()
+	over := s.err != nil
+	s.mu.Unlock()
+	if over {
+		s.end()
+		return false
+	}
+	return true
+}
+
+// read reads the socket once and delivers every whole packet.
+func (s *gearmanLoopSession) read() {
+	s.canRead = true
+	delivered := false
+	for {
+		f, err := s.rd.ReadFrame()
+		if err == errWouldBlock {
+			break
+		}
+		if err != nil {
+			s.fail("read", err)
+			break
+		}
+		if f.Kind != gearman.KindPacket {
+			s.fail("read", fmt.Errorf("unexpected text from server: %q", f.Text))
+			break
+		}
+		s.pkt = f.Packet
+		p := &s.pkt
+		if p.Type < gearman.Type(len(isReply)) && isReply[p.Type] {
+			s.mu.Lock()
+			if s.outstanding > 0 {
+				s.outstanding-- // clamped: see gearmanSession.readLoop
+			}
+			s.answered = true
+			s.mu.Unlock()
+		}
+		if s.quiet.Load() {
+			return
+		}
+		s.ev.Packet(p)
+		delivered = true
+	}
+	if delivered && s.ev.Idle != nil && !s.quiet.Load() {
+		s.ev.Idle()
+	}
+}
+
+func (s *gearmanLoopSession) fail(op string, cause error) {
+	s.mu.Lock()
+	s.failLocked(op, cause)
+	s.mu.Unlock()
+}
+
+// end releases the socket and reports why the session ended, once, unless
+// Close ended it.
+func (s *gearmanLoopSession) end() {
+	if s.reported {
+		return
+	}
+	s.reported = true
+	s.mu.Lock()
+	s.releaseLocked()
+	err := s.err
+	s.mu.Unlock()
+	if !s.quiet.Load() && s.ev.Closed != nil {
+		s.ev.Closed(err)
+	}
+}
+
+// releaseLocked removes the socket from the poller and closes it.
+func (s *gearmanLoopSession) releaseLocked() {
+	if s.fd < 0 {
+		return
+	}
+	if s.poll != nil {
+		_ = s.poll.Del(s.fd)
+	}
+	_ = syscall.Close(s.fd)
+	s.fd = -1
+	s.out = nil
+}
+
+// Expire fails the session when a reply is overdue or output has waited
+// for room for longer than the I/O timeout. The reply deadline moves here,
+// one I/O timeout after the first sweep that saw requests outstanding and
+// no reply since the last: replies themselves do not read the clock, which
+// under pipelining cost more than the rest of the session's work. So a
+// timeout fires one to two sweep periods late.
+func (s *gearmanLoopSession) Expire(now time.Time) {
+	if s.cfg.IOTimeout == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	if s.outstanding == 0 || s.answered || s.deadline.IsZero() {
+		s.answered = false
+		s.deadline = time.Time{}
+		if s.outstanding > 0 {
+			s.deadline = now.Add(s.cfg.IOTimeout)
+		}
+	}
+	switch {
+	case s.outstanding > 0 && !now.Before(s.deadline):
+		s.failLocked("read", routing.ErrTimeout)
+	case !s.stalled.IsZero() && now.Sub(s.stalled) >= s.cfg.IOTimeout:
+		s.failLocked("write", routing.ErrTimeout)
+	}
+}
+
+// Detach releases the socket without reporting.
+func (s *gearmanLoopSession) Detach() {
+	s.reported = true
+	s.mu.Lock()
+	s.releaseLocked()
+	s.mu.Unlock()
+}
+
+// loopReader is the socket as the session's Reader sees it: one read per
+// readiness event, then errWouldBlock.
+type loopReader struct{ s *gearmanLoopSession }
+
+// Read reads once from the socket.
+func (r loopReader) Read(p []byte) (int, error) {
+	s := r.s
+	if !s.canRead {
+		return 0, errWouldBlock
+	}
+	s.canRead = false
+	n, err := epoll.Read(s.rfd, p)
+	switch {
+	case err == syscall.EAGAIN:
+		return 0, errWouldBlock
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
