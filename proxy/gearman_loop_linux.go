@@ -3,8 +3,6 @@
 package proxy
 
 import (
-	"errors"
-	"io"
 	"sync"
 	"syscall"
 
@@ -52,11 +50,6 @@ type gearmanLoop struct {
 
 // wakeID is the epoll id of the eventfd; connection slots are >= 0.
 const wakeID = -1
-
-// errWouldBlock tells a loop connection's Reader that the socket has been
-// read once for this readiness event: the frames buffered so far are all
-// there is until epoll reports it again.
-var errWouldBlock = errors.New("gearman: would block")
 
 // startGearmanLoop opens the poller and starts the loop goroutine.
 func startGearmanLoop(s *GearmanServer) (*gearmanLoop, error) {
@@ -318,7 +311,7 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 	c.canRead = true
 	for {
 		f, err := c.rd.ReadFrame()
-		if err == errWouldBlock {
+		if err == epoll.ErrWouldBlock {
 			c.watch.setFlag(watchPartial, c.rd.Buffered() > 0)
 			if c.flusher != nil {
 				c.flusher.flushBackends()
@@ -399,24 +392,8 @@ func (c *gearmanConn) closeFD() {
 }
 
 // loopInput is a loop connection's socket as its Reader sees it: one read
-// per readiness event, then errWouldBlock.
+// per readiness event (epoll.ReadOnce).
 type loopInput struct{ c *gearmanConn }
 
 // Read reads once from the socket.
-func (r loopInput) Read(p []byte) (int, error) {
-	c := r.c
-	if !c.canRead {
-		return 0, errWouldBlock
-	}
-	c.canRead = false
-	n, err := epoll.Read(c.fd, p)
-	switch {
-	case err == syscall.EAGAIN:
-		return 0, errWouldBlock
-	case err != nil:
-		return 0, err
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
+func (r loopInput) Read(p []byte) (int, error) { return epoll.ReadOnce(r.c.fd, &r.c.canRead, p) }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,10 +11,6 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/internal/epoll"
 )
-
-// errWouldBlock ends a connection's batch: its socket was read once for
-// this readiness event.
-var errWouldBlock = errors.New("would block")
 
 // loopConn is a generator connection inside an event loop.
 type loopConn struct {
@@ -29,23 +24,8 @@ type loopConn struct {
 	ended   bool // a client with nothing in flight, counted off
 }
 
-// Read reads the socket once per readiness event.
-func (l *loopConn) Read(p []byte) (int, error) {
-	if !l.canRead {
-		return 0, errWouldBlock
-	}
-	l.canRead = false
-	n, err := epoll.Read(l.fd, p)
-	switch {
-	case err == syscall.EAGAIN:
-		return 0, errWouldBlock
-	case err != nil:
-		return 0, err
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
+// Read reads the socket once per readiness event (epoll.ReadOnce).
+func (l *loopConn) Read(p []byte) (int, error) { return epoll.ReadOnce(l.fd, &l.canRead, p) }
 
 // runLoops drives the connections from b.loops event loops, each a
 // goroutine with its own epoll: one read per ready socket, one write per
@@ -123,7 +103,7 @@ func (b *gearmanBench) loop(conns []*loopConn, remaining *atomic.Int64) error {
 				l.canRead = true
 				for {
 					f, err := l.rd.ReadFrame()
-					if err == errWouldBlock {
+					if err == epoll.ErrWouldBlock {
 						break
 					}
 					if err != nil {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -93,10 +92,6 @@ type gearmanLoopSession struct {
 
 // loopEvents are the events a loop session always waits for.
 const loopEvents = uint32(epoll.In | epoll.Err)
-
-// errWouldBlock tells the Reader the socket was read once for this
-// readiness event.
-var errWouldBlock = errors.New("upstream: would block")
 
 // Send queues p; Flush writes it.
 func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
@@ -261,7 +256,7 @@ func (s *gearmanLoopSession) read() {
 	delivered := false
 	for {
 		f, err := s.rd.ReadFrame()
-		if err == errWouldBlock {
+		if err == epoll.ErrWouldBlock {
 			break
 		}
 		if err != nil {
@@ -367,24 +362,8 @@ func (s *gearmanLoopSession) Detach() {
 }
 
 // loopReader is the socket as the session's Reader sees it: one read per
-// readiness event, then errWouldBlock.
+// readiness event (epoll.ReadOnce).
 type loopReader struct{ s *gearmanLoopSession }
 
 // Read reads once from the socket.
-func (r loopReader) Read(p []byte) (int, error) {
-	s := r.s
-	if !s.canRead {
-		return 0, errWouldBlock
-	}
-	s.canRead = false
-	n, err := epoll.Read(s.rfd, p)
-	switch {
-	case err == syscall.EAGAIN:
-		return 0, errWouldBlock
-	case err != nil:
-		return 0, err
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
+func (r loopReader) Read(p []byte) (int, error) { return epoll.ReadOnce(r.s.rfd, &r.s.canRead, p) }
