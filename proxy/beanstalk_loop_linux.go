@@ -78,7 +78,7 @@ type bloopConn struct {
 	eof     bool   // the client closed its side
 	dead    bool   // a write failed: close without writing
 	closed  bool
-	quit    bool // quit, or auth closes it: close once the replies are written
+	quit    bool // quit, or auth closes it: read no more, close once the replies are written
 
 	// The command the connection is parked on.
 	waiting  bool         // a reserve or a journaled change the engine answers later (notify)
@@ -446,12 +446,12 @@ func (l *beanstalkLoop) write(b *bloopConn) {
 func (b *bloopConn) parked() bool { return b.waiting || b.held }
 
 // interest registers the events b needs now: input unless it is parked
-// with the read-ahead full, at end of input, or blocked on its output;
-// output room while output waits.
+// with the read-ahead full, at end of input or after quit, or blocked on
+// its output; output room while output waits.
 func (l *beanstalkLoop) interest(b *bloopConn) {
 	var ev uint32
 	pending := len(b.in) - b.ir
-	if !b.eof && len(b.out) < bloopOutHigh && (!b.parked() || pending < maxReadAhead) {
+	if !b.eof && !b.quit && len(b.out) < bloopOutHigh && (!b.parked() || pending < maxReadAhead) {
 		ev = epoll.In | epoll.Err
 	}
 	if b.wantOut {
@@ -464,6 +464,8 @@ func (l *beanstalkLoop) interest(b *bloopConn) {
 
 // close ends a loop connection: its session closes (a reserved job goes
 // back to ready), its last replies get one write, and the socket closes.
+// Only a cut-off, a broken socket or Shutdown closes with replies
+// pending; quit and a hang-up wait until they are written (serve).
 func (l *beanstalkLoop) close(b *bloopConn) {
 	if b.closed {
 		return

@@ -129,8 +129,10 @@ func (l *beanstalkLoop) serve(b *bloopConn) {
 	// A request begun and not finished is under the read timeout; a parked
 	// one is the engine's to time.
 	c.watch.setFlag(watchPartial, !b.parked() && (b.ir < len(b.in) || b.dec.Partial()))
-	if b.quit || b.eof && !b.parked() && len(b.out) == 0 {
-		l.close(b) // quit, or the client's commands are all answered
+	if len(b.out) == 0 && (b.quit || b.eof && !b.parked()) {
+		// quit, or the client's commands are all answered; not before
+		// the replies are written, which the write timeout bounds.
+		l.close(b)
 		return
 	}
 	if len(b.out) > 0 && !b.wantOut {

@@ -1,0 +1,128 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/proxy"
+)
+
+// bsSmallSendListener sets a small send buffer on every connection it
+// accepts, so that replies the client has not read yet stay in the
+// server's own buffer, whatever the kernel's autotuning would do.
+type bsSmallSendListener struct{ net.Listener }
+
+func (l bsSmallSendListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(8192)
+	}
+	return c, err
+}
+
+// bsServeSmallSend serves a Beanstalk server whose sockets have a small
+// send buffer.
+func bsServeSmallSend(t *testing.T) string {
+	t.Helper()
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{Goroutines: bsGoroutines(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := testutil.ServeOn(t, srv, bsSmallSendListener{testutil.Listen(t)})
+	return addr
+}
+
+// bsDialSmallBuffer dials addr with a small receive buffer, set before the
+// connect so the window the server sees is small too: replies back up in
+// the server rather than in the client's kernel.
+func bsDialSmallBuffer(t *testing.T, addr string) *bsConn {
+	t.Helper()
+	d := net.Dialer{Timeout: bsReplyTimeout, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bsConn{nc: nc, br: bufio.NewReader(nc)}
+}
+
+// bsReadSlowly reads nc to its end a few KB at a time with a pause between
+// reads, as a slow client does, and returns what it read; it fails the
+// test after 30 s.
+func bsReadSlowly(t *testing.T, nc net.Conn) string {
+	t.Helper()
+	var got strings.Builder
+	buf := make([]byte, 8192)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nc.SetReadDeadline(deadline)
+		n, err := nc.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			return got.String()
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got.Len(), err)
+		}
+		time.Sleep(time.Millisecond) // slow: the server's output backs up
+	}
+}
+
+// TestBeanstalkLoopQuitAfterBigReplies: quit behind pipelined commands
+// whose replies back up (a client that reads slowly) closes the
+// connection only once every reply is written.
+func TestBeanstalkLoopQuitAfterBigReplies(t *testing.T) {
+	bsBothPaths(t, func(t *testing.T) {
+		addr := bsServeSmallSend(t)
+		body := strings.Repeat("x", 60000)
+		p := bsDial(t, addr)
+		defer p.nc.Close()
+		bsRoundTrip(t, p, fmt.Sprintf("put 0 0 10 %d\r\n%s\r\n", len(body), body), "INSERTED 1\r\n")
+		const n = 40 // 2.4 MB of replies
+		c := bsDialSmallBuffer(t, addr)
+		defer c.nc.Close()
+		c.send(t, strings.Repeat("peek 1\r\n", n)+"quit\r\n")
+		got := bsReadSlowly(t, c.nc)
+		want := strings.Repeat(fmt.Sprintf("FOUND 1 %d\r\n%s\r\n", len(body), body), n)
+		if got != want {
+			t.Fatalf("got %d bytes (%d whole replies) then EOF, want %d", len(got), strings.Count(got, "FOUND"), len(want))
+		}
+	})
+}
+
+// TestBeanstalkLoopHangUpAfterBigReplies: a client that shuts its side
+// behind pipelined commands whose replies back up gets them all, then EOF.
+func TestBeanstalkLoopHangUpAfterBigReplies(t *testing.T) {
+	bsBothPaths(t, func(t *testing.T) {
+		addr := bsServeSmallSend(t)
+		body := strings.Repeat("x", 60000)
+		p := bsDial(t, addr)
+		defer p.nc.Close()
+		bsRoundTrip(t, p, fmt.Sprintf("put 0 0 10 %d\r\n%s\r\n", len(body), body), "INSERTED 1\r\n")
+		const n = 40
+		c := bsDialSmallBuffer(t, addr)
+		defer c.nc.Close()
+		c.send(t, strings.Repeat("peek 1\r\n", n))
+		c.nc.(*net.TCPConn).CloseWrite()
+		got := bsReadSlowly(t, c.nc)
+		want := strings.Repeat(fmt.Sprintf("FOUND 1 %d\r\n%s\r\n", len(body), body), n)
+		if got != want {
+			t.Fatalf("got %d bytes (%d whole replies) then EOF, want %d", len(got), strings.Count(got, "FOUND"), len(want))
+		}
+	})
+}
