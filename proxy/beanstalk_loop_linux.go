@@ -236,6 +236,10 @@ func (l *beanstalkLoop) signal(b *bloopConn) {
 		return
 	}
 	l.mu.Lock()
+	if l.exited { // a late timer or notify: nobody would take it off
+		l.mu.Unlock()
+		return
+	}
 	l.ready = append(l.ready, b)
 	if l.sleeping {
 		l.wake.Signal() // under mu: the loop closes the eventfd under mu
