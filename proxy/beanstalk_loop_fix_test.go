@@ -1,3 +1,5 @@
+//go:build linux
+
 package proxy_test
 
 import (
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
 )
 
@@ -27,11 +30,12 @@ func (l bsSmallSendListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// bsServeSmallSend serves a Beanstalk server whose sockets have a small
-// send buffer.
-func bsServeSmallSend(t *testing.T) string {
+// bsServeSmallSend serves a Beanstalk server built from cfg whose sockets
+// have a small send buffer.
+func bsServeSmallSend(t *testing.T, cfg proxy.BeanstalkConfig) string {
 	t.Helper()
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{Goroutines: bsGoroutines(t)})
+	cfg.Goroutines = bsGoroutines(t)
+	srv, err := proxy.NewBeanstalkServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +92,7 @@ func bsReadSlowly(t *testing.T, nc net.Conn) string {
 // connection only once every reply is written.
 func TestBeanstalkLoopQuitAfterBigReplies(t *testing.T) {
 	bsBothPaths(t, func(t *testing.T) {
-		addr := bsServeSmallSend(t)
+		addr := bsServeSmallSend(t, proxy.BeanstalkConfig{})
 		body := strings.Repeat("x", 60000)
 		p := bsDial(t, addr)
 		defer p.nc.Close()
@@ -109,7 +113,7 @@ func TestBeanstalkLoopQuitAfterBigReplies(t *testing.T) {
 // behind pipelined commands whose replies back up gets them all, then EOF.
 func TestBeanstalkLoopHangUpAfterBigReplies(t *testing.T) {
 	bsBothPaths(t, func(t *testing.T) {
-		addr := bsServeSmallSend(t)
+		addr := bsServeSmallSend(t, proxy.BeanstalkConfig{})
 		body := strings.Repeat("x", 60000)
 		p := bsDial(t, addr)
 		defer p.nc.Close()
@@ -125,4 +129,37 @@ func TestBeanstalkLoopHangUpAfterBigReplies(t *testing.T) {
 			t.Fatalf("got %d bytes (%d whole replies) then EOF, want %d", len(got), strings.Count(got, "FOUND"), len(want))
 		}
 	})
+}
+
+// TestBeanstalkLoopWriteBufferLimit: on the loop, a client that stops
+// reading while more than write_buffer_limit of replies waits is cut off
+// and counted as a slow reader, as on Gearman; below the limit, one that
+// reads gets everything.
+func TestBeanstalkLoopWriteBufferLimit(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
+	addr := bsServeSmallSend(t, proxy.BeanstalkConfig{
+		ConnLimits: proxy.Limits{WriteBufferLimit: 100 << 10},
+		Metrics:    m,
+	})
+	body := strings.Repeat("x", 30000)
+	p := bsDial(t, addr)
+	defer p.nc.Close()
+	bsRoundTrip(t, p, fmt.Sprintf("put 0 0 10 %d\r\n%s\r\n", len(body), body), "INSERTED 1\r\n")
+	// A reply far under the limit: a reading client gets them all.
+	for range 20 {
+		bsRoundTrip(t, p, "peek 1\r\n", fmt.Sprintf("FOUND 1 %d\r\n%s\r\n", len(body), body))
+	}
+	c := bsDialSmallBuffer(t, addr)
+	defer c.nc.Close()
+	c.send(t, strings.Repeat("peek 1\r\n", 40)) // 1.2 MB of replies, never read
+	key := `jobgate_connections_cut_total{protocol="beanstalk",reason="slow_reader"}`
+	deadline := time.Now().Add(10 * time.Second)
+	for scrapeMetrics(t, m)[key] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow reader cuts: %v, want 1", scrapeMetrics(t, m)[key])
+		}
+		time.Sleep(10 * time.Millisecond) // polling the metric
+	}
+	waitClosed(t, c.nc, "client over the write buffer limit")
+	bsRoundTrip(t, p, "peek 1\r\n", fmt.Sprintf("FOUND 1 %d\r\n%s\r\n", len(body), body))
 }

@@ -100,7 +100,8 @@ const (
 	bloopReadMin = 4096
 	// bloopOutHigh stops serving a connection's commands while this much
 	// of its output waits for the client to read, as a connection
-	// goroutine stops reading while its write blocks.
+	// goroutine stops reading while its write blocks; a smaller
+	// write_buffer_limit lowers it (outHigh).
 	bloopOutHigh = 256 << 10
 	// bloopKeep is the largest buffer kept once empty; larger ones, grown
 	// by a burst, are dropped.
@@ -434,12 +435,15 @@ func (l *beanstalkLoop) write(b *bloopConn) {
 		w.wrote.Add(1)
 	}
 	b.out = b.out[:copy(b.out, b.out[n:])]
+	if l.cutSlow(b) {
+		return
+	}
 	w.setFlag(watchWriting, len(b.out) > 0)
 	if len(b.out) == 0 && cap(b.out) > bloopKeep {
 		b.out = nil
 	}
 	b.wantOut = len(b.out) > 0
-	if !b.parked() && len(b.out) < bloopOutHigh {
+	if !b.parked() && len(b.out) < l.outHigh() {
 		l.serve(b) // commands left waiting for room, or an end of input
 		return
 	}
@@ -455,7 +459,7 @@ func (b *bloopConn) parked() bool { return b.waiting || b.held }
 func (l *beanstalkLoop) interest(b *bloopConn) {
 	var ev uint32
 	pending := len(b.in) - b.ir
-	if !b.eof && !b.quit && len(b.out) < bloopOutHigh && (!b.parked() || pending < maxReadAhead) {
+	if !b.eof && !b.quit && len(b.out) < l.outHigh() && (!b.parked() || pending < maxReadAhead) {
 		ev = epoll.In | epoll.Err
 	}
 	if b.wantOut {

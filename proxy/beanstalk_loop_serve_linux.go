@@ -57,7 +57,8 @@ func (l *beanstalkLoop) read(b *bloopConn) {
 func (l *beanstalkLoop) serve(b *bloopConn) {
 	srv, c := l.srv, b.c
 	bt := srv.trace
-	for !b.closed && !b.quit && !b.parked() && len(b.out) < bloopOutHigh {
+	high := l.outHigh()
+	for !b.closed && !b.quit && !b.parked() && len(b.out) < high {
 		n, cmd, err := b.dec.Decode(b.in[b.ir:])
 		b.ir += n
 		if cmd == nil && err == nil {

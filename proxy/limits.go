@@ -42,8 +42,10 @@ type Limits struct {
 	// WriteBufferLimit caps the output queued for one Gearman connection
 	// (packets other connections cause, such as NOOP and WORK_*); past it
 	// the client is cut off. 0 keeps the server's MaxOutput. A Beanstalk
-	// connection writes its replies itself and stops reading while the
-	// client does not read, so its memory is bounded without it.
+	// connection on the event loop stops being served while its unread
+	// replies reach 256 KiB or this limit, if smaller, and is cut off if
+	// more than this limit stays unwritten; 0: no cut-off. A Beanstalk
+	// connection goroutine blocks in its write instead.
 	WriteBufferLimit int
 	// HandshakeTimeout bounds a TLS handshake on a TLSListener the server
 	// serves. 0 keeps the listener's own (DefaultHandshakeTimeout).
