@@ -28,7 +28,9 @@ import (
 // (up to maxReadAhead) and are served in order after its reply. The
 // session's notify callback, run under the engine lock, and the hold
 // timer only queue the connection and wake the loop (signal), which then
-// collects the answer. Reading goes on meanwhile, to notice a hang-up.
+// collects the answer. Reading goes on meanwhile, to notice a hang-up;
+// once the read-ahead buffer is full reading stops, and a hang-up is
+// noticed only when the reply is written, as on a connection goroutine.
 //
 // Ownership: the loop goroutine owns conns, free, dirty and every loop
 // connection's fields but signaled and closeReq. Other goroutines (the
