@@ -136,7 +136,8 @@ func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
 // leaves c to its own goroutine: a gateway (its upstream dials and writes
 // may block), a TLS connection, the Goroutines option, or a loop that
 // cannot start. With a journal the loop runs commands with ExecAsync,
-// which never waits for the disk.
+// which does not wait for a change to be durable; it waits only while
+// the journal's queue for the disk is full (MaxPending).
 func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
 	if s.goroutines || s.gw != nil {
 		return false

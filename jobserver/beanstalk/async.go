@@ -6,12 +6,17 @@ import (
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 )
 
-// Acknowledging after the journal without blocking (ExecAsync).
+// Acknowledging after the journal without waiting for the disk
+// (ExecAsync).
 //
-// A server that serves many connections from one event loop must never
-// wait for the disk. ExecAsync makes a journaled change as Exec does
-// (under the lock, appending its record, which fixes the record order)
-// but returns at once, the command pending. A put's job stays pending,
+// A server that serves many connections from one event loop must not wait
+// for the disk. ExecAsync makes a journaled change as Exec does (under the
+// lock, appending its record, which fixes the record order) but does not
+// wait for the record to be durable: it returns the command pending. The
+// append itself still waits, holding the lock, when the journal already
+// has MaxPending bytes (8 MiB by default) queued for its writer
+// (journal.Journal.AppendAsync): a disk slower than the changes stalls the
+// loop until the writer catches up, as it stalls every other writer. A put's job stays pending,
 // invisible to reserve, until its record is durable, exactly as with
 // Exec. One completer goroutine per engine, started with the first such
 // command, waits for the oldest pending record; the journal completes
@@ -37,8 +42,9 @@ type asyncState struct {
 }
 
 // ExecAsync is Exec for a connection served by a shared event loop: it
-// never waits for the journal. Where Exec would block until a change is
-// durable, it makes the change and returns false; the session's notify is
+// does not wait for a change to be durable (it does wait while the
+// journal's queue is full, see the top of the file). Where Exec would
+// block until a change is durable, it makes the change and returns false; the session's notify is
 // called (with the engine lock held) once the record is durable, and
 // Result then returns the reply, INTERNAL_ERROR if the journal failed. A
 // reserve that waits returns false as with Exec. Until Result has

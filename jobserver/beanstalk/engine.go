@@ -12,7 +12,8 @@
 //
 // Concurrency: one mutex, Engine.mu, guards all engine, tube, job and
 // session state, like beanstalkd's single thread. Critical sections are
-// short and never block. Lock order: mu comes before the clock's own lock
+// short and never block, but for a journal append while the journal's
+// queue is full (async.go). Lock order: mu comes before the clock's own lock
 // (Now and AfterFunc are called with mu held) and before whatever a
 // Session's notify callback takes; notify runs with mu held and must not
 // call back into the engine. Timer callbacks take mu themselves.
