@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/internal/testutil"
+	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/proxy"
 )
@@ -162,4 +164,38 @@ func TestBeanstalkLoopWriteBufferLimit(t *testing.T) {
 	}
 	waitClosed(t, c.nc, "client over the write buffer limit")
 	bsRoundTrip(t, p, "peek 1\r\n", fmt.Sprintf("FOUND 1 %d\r\n%s\r\n", len(body), body))
+}
+
+// TestBeanstalkLoopQuitWriteTimeout: a connection that sent quit behind
+// replies its client never reads is closed by the write timeout.
+func TestBeanstalkLoopQuitWriteTimeout(t *testing.T) {
+	bsBothPaths(t, func(t *testing.T) {
+		clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+		m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
+		addr := bsServeSmallSend(t, proxy.BeanstalkConfig{
+			EngineConfig: engine.Config{Clock: clk},
+			ConnLimits:   proxy.Limits{WriteTimeout: 4 * time.Second},
+			Clock:        clk,
+			Metrics:      m,
+		})
+		body := strings.Repeat("x", 60000)
+		p := bsDial(t, addr)
+		defer p.nc.Close()
+		bsRoundTrip(t, p, fmt.Sprintf("put 0 0 10 %d\r\n%s\r\n", len(body), body), "INSERTED 1\r\n")
+		c := bsDialSmallBuffer(t, addr)
+		defer c.nc.Close()
+		// 180 KB: under the loop's output mark, so quit is reached with
+		// most of it unwritten.
+		c.send(t, strings.Repeat("peek 1\r\n", 3)+"quit\r\n")
+		key := `jobgate_connections_cut_total{protocol="beanstalk",reason="write_timeout"}`
+		deadline := time.Now().Add(10 * time.Second)
+		for scrapeMetrics(t, m)[key] == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the client that does not read was never cut off")
+			}
+			clk.Advance(time.Second)
+			time.Sleep(5 * time.Millisecond) // let the loop take the quit between fake seconds
+		}
+		waitClosed(t, c.nc, "non-reading client after quit")
+	})
 }
