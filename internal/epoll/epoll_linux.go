@@ -29,6 +29,7 @@ const (
 // goroutine, but Wait from one only.
 type Poller struct {
 	fd int
+	w  waiter
 }
 
 // New opens an epoll instance.
@@ -37,11 +38,16 @@ func New() (*Poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Poller{fd: fd}, nil
+	p := &Poller{fd: fd}
+	if err := p.w.init(fd); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return p, nil
 }
 
 // Close closes the epoll instance.
-func (p *Poller) Close() error { return syscall.Close(p.fd) }
+func (p *Poller) Close() error { return p.w.close(p.fd) }
 
 // Add watches fd for events (level-triggered); id comes back with them.
 func (p *Poller) Add(fd int, events uint32, id int32) error {
@@ -59,26 +65,6 @@ func (p *Poller) Mod(fd int, events uint32, id int32) error {
 func (p *Poller) Del(fd int) error {
 	var ev syscall.EpollEvent
 	return syscall.EpollCtl(p.fd, syscall.EPOLL_CTL_DEL, fd, &ev)
-}
-
-// Wait fills evs with ready events and returns how many. It first polls
-// without blocking, as a raw call: under load something is usually ready,
-// and the runtime need not hear of a system call that does not wait. Only
-// when nothing is ready does it block, for at most msec milliseconds (-1:
-// no limit), through the runtime so that the P can serve other goroutines
-// meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
-// CPU per job, not less.) EINTR returns 0.
-func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
-	if len(evs) == 0 {
-		return 0, nil
-	}
-	ptr := uintptr(unsafe.Pointer(&evs[0]))
-	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), 0, 0, 0)
-	if e != 0 || n > 0 || msec == 0 {
-		return ret(n, e)
-	}
-	n, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), uintptr(msec), 0, 0)
-	return ret(n, e)
 }
 
 func ret(n uintptr, e syscall.Errno) (int, error) {
