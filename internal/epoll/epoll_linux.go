@@ -29,7 +29,6 @@ const (
 // goroutine, but Wait from one only.
 type Poller struct {
 	fd int
-	w  waiter
 }
 
 // New opens an epoll instance.
@@ -38,16 +37,13 @@ func New() (*Poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Poller{fd: fd}
-	if err := p.w.init(fd); err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	return p, nil
+	return &Poller{fd: fd}, nil
 }
 
-// Close closes the epoll instance.
-func (p *Poller) Close() error { return p.w.close(p.fd) }
+// Close closes the epoll instance. It does not wake a Wait blocked on it
+// (the kernel keeps the instance until that wait returns), so the loop
+// closes its own poller, or wakes itself first with an EventFD.
+func (p *Poller) Close() error { return syscall.Close(p.fd) }
 
 // Add watches fd for events (level-triggered); id comes back with them.
 func (p *Poller) Add(fd int, events uint32, id int32) error {
@@ -65,6 +61,28 @@ func (p *Poller) Mod(fd int, events uint32, id int32) error {
 func (p *Poller) Del(fd int) error {
 	var ev syscall.EpollEvent
 	return syscall.EpollCtl(p.fd, syscall.EPOLL_CTL_DEL, fd, &ev)
+}
+
+// Wait fills evs with ready events and returns how many. It first polls
+// without blocking, as a raw call: under load something is usually ready,
+// and the runtime need not hear of a system call that does not wait. Only
+// when nothing is ready does it block, for at most msec milliseconds (-1:
+// no limit), through the runtime so that the P can serve other goroutines
+// meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
+// CPU per job, not less; so did parking on the runtime's netpoller and a
+// few raw polls before blocking: docs/BENCHMARKS.md, "How the loop waits".)
+// EINTR returns 0.
+func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	ptr := uintptr(unsafe.Pointer(&evs[0]))
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), 0, 0, 0)
+	if e != 0 || n > 0 || msec == 0 {
+		return ret(n, e)
+	}
+	n, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), uintptr(msec), 0, 0)
+	return ret(n, e)
 }
 
 func ret(n uintptr, e syscall.Errno) (int, error) {
