@@ -49,13 +49,20 @@ for round in $(seq "$ROUNDS"); do
 	fi
 	for b in "${order[@]}"; do
 		name=$(basename "$b")
-		port=$(free_port)
-		rm -rf "$OUT/run"
-		mkdir "$OUT/run"
-		# shellcheck disable=SC2086 # ARGS is a list of flags
-		(cd "$OUT/run" && exec "$b" $ARGS -beanstalk "" -gearman "127.0.0.1:$port") >"$OUT/$name.log" 2>&1 &
-		PID=$!
-		wait_port "$port"
+		# A free port can still be taken before jobgate binds it (as the
+		# local port of someone's outgoing connection): try another.
+		for try in 1 2 3 4 5; do
+			port=$(free_port)
+			rm -rf "$OUT/run"
+			mkdir "$OUT/run"
+			# shellcheck disable=SC2086 # ARGS is a list of flags
+			(cd "$OUT/run" && exec "$b" $ARGS -beanstalk "" -gearman "127.0.0.1:$port") >"$OUT/$name.log" 2>&1 &
+			PID=$!
+			if wait_port "$port"; then break; fi
+			stop_pids "$PID"
+			PID=""
+			[ "$try" -lt 5 ] || exit 1
+		done
 		for w in $WORKLOADS; do
 			wl=${w%%:*} c=${w##*:}
 			args=(-workload "$wl" -clients "$c" -body-size "$BODY" -duration "$DURATION")
