@@ -28,6 +28,7 @@ WORKLOADS=${WORKLOADS:-"fg fg-w4 bg echo"}
 GEARMAND=${GEARMAND:-$(command -v gearmand || echo /usr/sbin/gearmand)}
 OUT=${OUT:-$(mktemp -d /tmp/bench-gearman.XXXXXX)}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 
 [ -x "$GEARMAND" ] || { echo "gearmand not found (set GEARMAND)" >&2; exit 1; }
 if [ -n "${JOBGATE:-}" ]; then
@@ -54,7 +55,12 @@ start_servers() {
 	GM_PID=$!
 	JG_PORT=$(free_port)
 	while [ "$JG_PORT" = "$GM_PORT" ]; do JG_PORT=$(free_port); done
-	"$OUT/jobgate" -gearman "127.0.0.1:$JG_PORT" -beanstalk "" >"$OUT/jobgate.log" 2>&1 &
+	# jobgate journals background jobs under ./jobgate-data and restores
+	# them when it starts: a fresh directory per round keeps the last
+	# round's queue out of this one (and out of the work tree).
+	rm -rf "$OUT/run"
+	mkdir "$OUT/run"
+	(cd "$OUT/run" && exec "$OUT/jobgate" -gearman "127.0.0.1:$JG_PORT" -beanstalk "") >"$OUT/jobgate.log" 2>&1 &
 	JG_PID=$!
 	wait_port "$GM_PORT"
 	wait_port "$JG_PORT"

@@ -40,7 +40,9 @@ func New() (*Poller, error) {
 	return &Poller{fd: fd}, nil
 }
 
-// Close closes the epoll instance.
+// Close closes the epoll instance. It does not wake a Wait blocked on it
+// (the kernel keeps the instance until that wait returns), so the loop
+// closes its own poller, or wakes itself first with an EventFD.
 func (p *Poller) Close() error { return syscall.Close(p.fd) }
 
 // Add watches fd for events (level-triggered); id comes back with them.
@@ -67,7 +69,9 @@ func (p *Poller) Del(fd int) error {
 // when nothing is ready does it block, for at most msec milliseconds (-1:
 // no limit), through the runtime so that the P can serve other goroutines
 // meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
-// CPU per job, not less.) EINTR returns 0.
+// CPU per job, not less; so did parking on the runtime's netpoller and a
+// few raw polls before blocking: docs/BENCHMARKS.md, "How the loop waits".)
+// EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {
 		return 0, nil
