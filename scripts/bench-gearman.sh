@@ -16,6 +16,9 @@
 #   GEARMAND [gearmand from PATH or /usr/sbin]  OUT [a temporary directory]
 #   JOBGATE [built from this tree]: a jobgate binary to measure instead,
 #     e.g. one built from an older commit for a before/after comparison
+#   JOURNAL [off]: "on" runs jobgate with its default journal (background
+#     jobs durable, fsync every 50ms); off keeps jobs in memory, like
+#     gearmand without a queue backend
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +63,9 @@ start_servers() {
 	# round's queue out of this one (and out of the work tree).
 	rm -rf "$OUT/run"
 	mkdir "$OUT/run"
-	(cd "$OUT/run" && exec "$OUT/jobgate" -gearman "127.0.0.1:$JG_PORT" -beanstalk "") >"$OUT/jobgate.log" 2>&1 &
+	local data=()
+	[ "${JOURNAL:-off}" = on ] || data=(-data "")
+	(cd "$OUT/run" && exec "$OUT/jobgate" -gearman "127.0.0.1:$JG_PORT" -beanstalk "" -admin "" "${data[@]}") >"$OUT/jobgate.log" 2>&1 &
 	JG_PID=$!
 	wait_port "$GM_PORT"
 	wait_port "$JG_PORT"
