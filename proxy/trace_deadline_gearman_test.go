@@ -61,3 +61,36 @@ func TestGearmanGatewayTraceCanDoTimeoutFloor(t *testing.T) {
 		t.Fatalf("process span %s", s)
 	}
 }
+
+// TestGearmanGatewayTraceCoalescedSubmit: through a gateway to a real
+// gearmand, a second SUBMIT_JOB with the unique of a job a worker holds
+// gets that job's handle; the process span stays open and the worker's
+// WORK_COMPLETE ends it completed, stopping its deadline.
+func TestGearmanGatewayTraceCoalescedSubmit(t *testing.T) {
+	up := testutil.StartGearmand(t)
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	addr, rec := startClockedGateway(t, up, clk)
+	base := clk.Pending()
+	c1, c2, w := gmDial(t, addr), gmDial(t, addr), gmDial(t, addr)
+	c1.send(codec.SubmitJob, "co", "u1", "x")
+	h := c1.expect(codec.JobCreated)[0]
+	w.send(codec.CanDoTimeout, "co", "60000")
+	w.send(codec.GrabJob)
+	w.expect(codec.JobAssign)
+	waitSpans(t, rec, 2) // send, receive
+	c2.send(codec.SubmitJob, "co", "u1", "x")
+	if h2 := c2.expect(codec.JobCreated)[0]; h2 != h {
+		t.Fatalf("coalesced submit got %s, want %s", h2, h)
+	}
+	waitSpans(t, rec, 3) // the second send
+	w.send(codec.WorkComplete, h, "done")
+	c1.expect(codec.WorkComplete)
+	c2.expect(codec.WorkComplete)
+	spans := waitSpans(t, rec, 4)
+	if s := describeSpans(spans)[3]; !strings.Contains(s, "process co") || !strings.Contains(s, "outcome=completed") {
+		t.Fatalf("process span %s", s)
+	}
+	if n := clk.Pending(); n != base {
+		t.Fatalf("%d timers pending after WORK_COMPLETE, want %d", n, base)
+	}
+}
