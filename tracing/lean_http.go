@@ -259,10 +259,18 @@ func (r retryable) Unwrap() error { return r.err }
 // post makes one attempt. A retryable failure is a retryable error, with
 // the reply's Retry-After as throttle.
 func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	// body is reused for the next batch: the transport may read it after
+	// Do returns, so no return before it let go of it (lean_http_body.go).
+	sent := newSentBody(body)
+	defer sent.release(ctx)
+	rc, _ := sent.reader()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, rc)
 	if err != nil {
+		_ = rc.Close()
 		return 0, err
 	}
+	req.GetBody = sent.reader
+	req.ContentLength = int64(len(body))
 	if s.gzip {
 		req.ContentLength = -1 // as the OTLP client sends gzip: chunked
 	}
