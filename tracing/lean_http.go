@@ -35,7 +35,8 @@ import (
 //   - OTEL_EXPORTER_OTLP_HEADERS / _TRACES_HEADERS (key=value, values
 //     percent-decoded), _TIMEOUT (milliseconds per attempt, default 10 s),
 //     _COMPRESSION (gzip or none), _CERTIFICATE (the CA bundle),
-//     _CLIENT_CERTIFICATE and _CLIENT_KEY, the _TRACES_ form winning;
+//     _CLIENT_CERTIFICATE and _CLIENT_KEY, the _TRACES_ form winning (the
+//     client certificate and key as a pair, both from one level);
 //   - TLS for an https endpoint, none for http (and an error if TLS files
 //     are given for http, as the client's Start returns);
 //   - the proxy from HTTPS_PROXY/HTTP_PROXY/NO_PROXY;
@@ -44,7 +45,8 @@ import (
 //     most a minute, and at least any Retry-After), within the export's
 //     deadline;
 //   - a 2xx reply's partial success, and any other reply's status and
-//     body, reported as the upload's error.
+//     body, reported as the upload's error; a reply body over 4 MiB is an
+//     error too.
 //
 // It is used by the export goroutine only, so it reuses its buffers.
 type httpSink struct {
@@ -72,7 +74,8 @@ var defaultHTTPRetry = httpRetry{initial: 5 * time.Second, max: 30 * time.Second
 // does not say.
 const defaultHTTPTimeout = 10 * time.Second
 
-// maxHTTPResponse caps the reply body read, as the OTLP client does.
+// maxHTTPResponse caps the reply body read, as the OTLP client's default
+// does; a longer reply fails the upload.
 const maxHTTPResponse = 4 << 20
 
 // otlpEnv returns the signal-specific variable OTEL_EXPORTER_OTLP_TRACES_x
@@ -82,6 +85,13 @@ func otlpEnv(x string) (string, bool) {
 	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_" + x)); v != "" {
 		return v, true
 	}
+	v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_" + x))
+	return v, v != ""
+}
+
+// otlpVar returns OTEL_EXPORTER_OTLP_x alone, trimmed; empty counts as
+// unset.
+func otlpVar(x string) (string, bool) {
 	v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_" + x))
 	return v, v != ""
 }
@@ -175,8 +185,15 @@ func otlpTLSConfig() (*tls.Config, error) {
 		}
 		conf = &tls.Config{RootCAs: pool}
 	}
-	certFile, okC := otlpEnv("CLIENT_CERTIFICATE")
-	keyFile, okK := otlpEnv("CLIENT_KEY")
+	// The certificate and its key come from the same level, the _TRACES_
+	// pair if both are set, as the OTLP client takes them: a _TRACES_
+	// certificate never pairs with the general key.
+	certFile, okC := otlpVar("TRACES_CLIENT_CERTIFICATE")
+	keyFile, okK := otlpVar("TRACES_CLIENT_KEY")
+	if !okC || !okK {
+		certFile, okC = otlpVar("CLIENT_CERTIFICATE")
+		keyFile, okK = otlpVar("CLIENT_KEY")
+	}
 	if okC && okK {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -285,7 +302,7 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 	}
 	defer resp.Body.Close()
 	var reply bytes.Buffer
-	if _, err := io.Copy(&reply, io.LimitReader(resp.Body, maxHTTPResponse)); err != nil {
+	if err := readReply(&reply, resp.Body); err != nil {
 		return 0, err
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
@@ -301,6 +318,21 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 		return retryAfter(resp.Header.Get("Retry-After")), retryable{err}
 	}
 	return 0, err
+}
+
+// readReply reads a reply body of at most maxHTTPResponse bytes into
+// dst; a longer one is an error, as for the OTLP client, rather than a
+// truncated body.
+func readReply(dst *bytes.Buffer, body io.Reader) error {
+	n, err := io.Copy(dst, io.LimitReader(body, maxHTTPResponse+1))
+	if err != nil {
+		return err
+	}
+	if n > maxHTTPResponse {
+		dst.Truncate(maxHTTPResponse)
+		return fmt.Errorf("response body too large: exceeded %d bytes", maxHTTPResponse)
+	}
+	return nil
 }
 
 // partialSuccess returns the error a successful reply's body reports:
