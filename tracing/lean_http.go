@@ -58,9 +58,6 @@ type httpSink struct {
 
 	gzBuf bytes.Buffer
 	gzW   *gzip.Writer
-
-	life context.Context // canceled by stop
-	end  context.CancelFunc
 }
 
 // httpRetry is the retry policy: the OTLP exporters' defaults.
@@ -146,7 +143,6 @@ func newHTTPSink(endpoint string) (*httpSink, error) {
 		tr.TLSClientConfig = tlsConf
 	}
 	s.client = &http.Client{Transport: tr, Timeout: timeout}
-	s.life, s.end = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -235,10 +231,8 @@ func (s *httpSink) uploadRequest(ctx context.Context, body []byte, _ int) error 
 		}
 		body = s.gzBuf.Bytes()
 	}
-	// stop cancels an upload in progress, as the OTLP client's Stop does.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.life, cancel)()
+	// ctx ends an upload in progress: the export's timeout, or the end of
+	// Shutdown's context (leanPipe.shutdown), as the OTLP client's Stop.
 	begin := time.Now()
 	interval := s.retry.initial
 	for {
@@ -366,9 +360,9 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// stop interrupts an upload in progress and lets idle connections go.
+// stop lets idle connections go. It runs after the last upload, on the
+// export goroutine; the pipe's context cancels an upload in progress.
 func (s *httpSink) stop(context.Context) error {
-	s.end()
 	s.client.CloseIdleConnections()
 	return nil
 }
