@@ -42,6 +42,8 @@ import (
 //	                           ECHO round trip, so no waiting)
 //	C< eof                     the server closed C
 //	C close                    C closes its connection
+//	wait DURATION              let time pass (time.ParseDuration), for
+//	                           what must not happen within it
 //
 // Arguments are bare words or Go-quoted strings. $name in an expected
 // packet binds to what arrives (a job handle must look like one); later
@@ -60,10 +62,11 @@ var transcriptTypes = func() map[string]codec.Type {
 type gtStep struct {
 	line   int
 	conn   string
-	op     string // send, text, raw, poll, expect, etext, lines, match, none, eof, close
+	op     string // send, text, raw, poll, expect, etext, lines, match, none, eof, close, wait
 	typ    codec.Type
 	args   []string
 	source string
+	wait   time.Duration
 }
 
 type gtScript struct {
@@ -124,6 +127,12 @@ func parseTranscripts(t *testing.T) []*gtScript {
 			switch {
 			case len(words) == 2 && words[1] == "close":
 				st.op, st.conn = "close", words[0]
+			case len(words) == 2 && words[0] == "wait":
+				d, err := time.ParseDuration(words[1])
+				if err != nil {
+					fail("%v", err)
+				}
+				st.op, st.wait = "wait", d
 			case strings.HasSuffix(words[0], ">") || strings.HasSuffix(words[0], "<"):
 				send := strings.HasSuffix(words[0], ">")
 				st.conn = words[0][:len(words[0])-1]
@@ -296,6 +305,10 @@ func runTranscriptSynced(t *testing.T, sc *gtScript, addr, syncHandle string) {
 	}
 	for _, st := range sc.steps {
 		where := fmt.Sprintf("%s:%d: %s", filepath.Base(sc.file), st.line, st.source)
+		if st.op == "wait" {
+			time.Sleep(st.wait)
+			continue
+		}
 		c := get(st.conn)
 		_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second))
 		switch st.op {

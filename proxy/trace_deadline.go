@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/tracing"
 )
 
@@ -43,10 +44,21 @@ func expireProcess[K comparable](table *tracing.Table[K], key K, proc tracing.Pr
 	return p
 }
 
-// canDoTimeout is a CAN_DO_TIMEOUT argument as gearmand (atoi) and the
+// canDoTimeout is a CAN_DO_TIMEOUT argument as gearmand (strtol) and the
 // local engine read it: optional blanks and sign, then leading decimal
-// digits, in milliseconds; zero (no timeout) when it is not positive.
+// digits, in milliseconds; zero (no timeout) when it is not positive, and
+// at least gearman.MinCanDoTimeout otherwise, the second gearmand raises
+// shorter timeouts to.
 func canDoTimeout(arg []byte) time.Duration {
+	d := canDoMillis(arg)
+	if d <= 0 {
+		return 0
+	}
+	return max(d, gearman.MinCanDoTimeout)
+}
+
+// canDoMillis reads the milliseconds of a CAN_DO_TIMEOUT argument.
+func canDoMillis(arg []byte) time.Duration {
 	i := 0
 	for i < len(arg) && (arg[i] == ' ' || arg[i] == '\t') {
 		i++

@@ -141,7 +141,8 @@ const leanFrameRoom = 1 + 10 // binary.MaxVarintLen64
 
 // request returns the batch of the last encode as a whole
 // ExportTraceServiceRequest (its resource_spans field, 1), framed in the
-// room left in front of it. Valid until the next encode.
+// room left in front of it. Valid until the next encode, so a sink must
+// not return while anything still reads it (httpSink: sentBody).
 func (e *leanEncoder) request() []byte {
 	n := len(e.out) - leanFrameRoom
 	start := leanFrameRoom - 1 - protowire.SizeVarint(uint64(n))

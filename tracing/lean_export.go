@@ -66,6 +66,11 @@ type leanPipe struct {
 	flush  chan chan struct{}
 	stopCh chan context.Context
 	done   chan error
+	// life is the context of exports the goroutine starts itself; kill
+	// cancels it when Shutdown's context ends before the goroutine took
+	// the stop, so an upload in progress ends then.
+	life context.Context
+	kill context.CancelFunc
 }
 
 func newLeanPipe(tp trace.TracerProvider, enc leanEncoder, sink leanSink, limit int, sync bool) *leanPipe {
@@ -81,6 +86,7 @@ func newLeanPipe(tp trace.TracerProvider, enc leanEncoder, sink leanSink, limit 
 		done:    make(chan error, 1),
 		sync:    sync,
 	}
+	p.life, p.kill = context.WithCancel(context.Background())
 	if !sync {
 		go p.run()
 	}
@@ -188,15 +194,21 @@ func (p *leanPipe) run() {
 	for {
 		select {
 		case <-p.wake:
-			p.drain(context.Background(), false)
+			p.drain(p.life, false)
 		case <-tick.C:
-			p.drain(context.Background(), true)
+			p.drain(p.life, true)
 		case reply := <-p.flush:
-			p.drain(context.Background(), true)
+			p.drain(p.life, true)
 			close(reply)
 		case ctx := <-p.stopCh:
 			p.drain(ctx, true)
 			p.done <- p.sink.stop(ctx)
+			p.kill()
+			return
+		case <-p.life.Done():
+			// Shutdown gave up waiting: what is left fails at once.
+			p.drain(p.life, true)
+			p.done <- p.sink.stop(p.life)
 			return
 		}
 	}
@@ -227,15 +239,19 @@ func (p *leanPipe) shutdown(ctx context.Context) error {
 	if p.closed.Swap(true) || p.sync {
 		return nil
 	}
+	// ctx ending cancels an upload in progress, as the OTLP client's
+	// Shutdown does, and then ends the export goroutine.
 	select {
 	case p.stopCh <- ctx:
 	case <-ctx.Done():
+		p.kill()
 		return ctx.Err()
 	}
 	select {
 	case err := <-p.done:
 		return err
 	case <-ctx.Done():
+		p.kill()
 		return ctx.Err()
 	}
 }

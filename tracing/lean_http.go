@@ -35,7 +35,8 @@ import (
 //   - OTEL_EXPORTER_OTLP_HEADERS / _TRACES_HEADERS (key=value, values
 //     percent-decoded), _TIMEOUT (milliseconds per attempt, default 10 s),
 //     _COMPRESSION (gzip or none), _CERTIFICATE (the CA bundle),
-//     _CLIENT_CERTIFICATE and _CLIENT_KEY, the _TRACES_ form winning;
+//     _CLIENT_CERTIFICATE and _CLIENT_KEY, the _TRACES_ form winning (the
+//     client certificate and key as a pair, both from one level);
 //   - TLS for an https endpoint, none for http (and an error if TLS files
 //     are given for http, as the client's Start returns);
 //   - the proxy from HTTPS_PROXY/HTTP_PROXY/NO_PROXY;
@@ -44,7 +45,8 @@ import (
 //     most a minute, and at least any Retry-After), within the export's
 //     deadline;
 //   - a 2xx reply's partial success, and any other reply's status and
-//     body, reported as the upload's error.
+//     body, reported as the upload's error; a reply body over 4 MiB is an
+//     error too.
 //
 // It is used by the export goroutine only, so it reuses its buffers.
 type httpSink struct {
@@ -56,9 +58,6 @@ type httpSink struct {
 
 	gzBuf bytes.Buffer
 	gzW   *gzip.Writer
-
-	life context.Context // canceled by stop
-	end  context.CancelFunc
 }
 
 // httpRetry is the retry policy: the OTLP exporters' defaults.
@@ -72,7 +71,8 @@ var defaultHTTPRetry = httpRetry{initial: 5 * time.Second, max: 30 * time.Second
 // does not say.
 const defaultHTTPTimeout = 10 * time.Second
 
-// maxHTTPResponse caps the reply body read, as the OTLP client does.
+// maxHTTPResponse caps the reply body read, as the OTLP client's default
+// does; a longer reply fails the upload.
 const maxHTTPResponse = 4 << 20
 
 // otlpEnv returns the signal-specific variable OTEL_EXPORTER_OTLP_TRACES_x
@@ -82,6 +82,13 @@ func otlpEnv(x string) (string, bool) {
 	if v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_" + x)); v != "" {
 		return v, true
 	}
+	v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_" + x))
+	return v, v != ""
+}
+
+// otlpVar returns OTEL_EXPORTER_OTLP_x alone, trimmed; empty counts as
+// unset.
+func otlpVar(x string) (string, bool) {
 	v := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_" + x))
 	return v, v != ""
 }
@@ -136,7 +143,6 @@ func newHTTPSink(endpoint string) (*httpSink, error) {
 		tr.TLSClientConfig = tlsConf
 	}
 	s.client = &http.Client{Transport: tr, Timeout: timeout}
-	s.life, s.end = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -175,8 +181,15 @@ func otlpTLSConfig() (*tls.Config, error) {
 		}
 		conf = &tls.Config{RootCAs: pool}
 	}
-	certFile, okC := otlpEnv("CLIENT_CERTIFICATE")
-	keyFile, okK := otlpEnv("CLIENT_KEY")
+	// The certificate and its key come from the same level, the _TRACES_
+	// pair if both are set, as the OTLP client takes them: a _TRACES_
+	// certificate never pairs with the general key.
+	certFile, okC := otlpVar("TRACES_CLIENT_CERTIFICATE")
+	keyFile, okK := otlpVar("TRACES_CLIENT_KEY")
+	if !okC || !okK {
+		certFile, okC = otlpVar("CLIENT_CERTIFICATE")
+		keyFile, okK = otlpVar("CLIENT_KEY")
+	}
 	if okC && okK {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -218,10 +231,8 @@ func (s *httpSink) uploadRequest(ctx context.Context, body []byte, _ int) error 
 		}
 		body = s.gzBuf.Bytes()
 	}
-	// stop cancels an upload in progress, as the OTLP client's Stop does.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(s.life, cancel)()
+	// ctx ends an upload in progress: the export's timeout, or the end of
+	// Shutdown's context (leanPipe.shutdown), as the OTLP client's Stop.
 	begin := time.Now()
 	interval := s.retry.initial
 	for {
@@ -259,10 +270,18 @@ func (r retryable) Unwrap() error { return r.err }
 // post makes one attempt. A retryable failure is a retryable error, with
 // the reply's Retry-After as throttle.
 func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	// body is reused for the next batch: the transport may read it after
+	// Do returns, so no return before it let go of it (lean_http_body.go).
+	sent := newSentBody(body)
+	defer sent.release(ctx)
+	rc, _ := sent.reader()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, rc)
 	if err != nil {
+		_ = rc.Close()
 		return 0, err
 	}
+	req.GetBody = sent.reader
+	req.ContentLength = int64(len(body))
 	if s.gzip {
 		req.ContentLength = -1 // as the OTLP client sends gzip: chunked
 	}
@@ -277,7 +296,7 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 	}
 	defer resp.Body.Close()
 	var reply bytes.Buffer
-	if _, err := io.Copy(&reply, io.LimitReader(resp.Body, maxHTTPResponse)); err != nil {
+	if err := readReply(&reply, resp.Body); err != nil {
 		return 0, err
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
@@ -293,6 +312,21 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 		return retryAfter(resp.Header.Get("Retry-After")), retryable{err}
 	}
 	return 0, err
+}
+
+// readReply reads a reply body of at most maxHTTPResponse bytes into
+// dst; a longer one is an error, as for the OTLP client, rather than a
+// truncated body.
+func readReply(dst *bytes.Buffer, body io.Reader) error {
+	n, err := io.Copy(dst, io.LimitReader(body, maxHTTPResponse+1))
+	if err != nil {
+		return err
+	}
+	if n > maxHTTPResponse {
+		dst.Truncate(maxHTTPResponse)
+		return fmt.Errorf("response body too large: exceeded %d bytes", maxHTTPResponse)
+	}
+	return nil
 }
 
 // partialSuccess returns the error a successful reply's body reports:
@@ -326,9 +360,9 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// stop interrupts an upload in progress and lets idle connections go.
+// stop lets idle connections go. It runs after the last upload, on the
+// export goroutine; the pipe's context cancels an upload in progress.
 func (s *httpSink) stop(context.Context) error {
-	s.end()
 	s.client.CloseIdleConnections()
 	return nil
 }

@@ -251,7 +251,9 @@ func (p *Provider) ForceFlush(ctx context.Context) error {
 
 // Shutdown flushes the queue to the exporter, then stops it. It waits at most
 // until ctx is done, so give it a deadline: a collector that does not answer
-// must not hold up the process exit. End the spans of jobs in flight first:
+// must not hold up the process exit; when ctx ends first, an upload in
+// progress is canceled and the spans not exported count as failed
+// (ExportFailed). End the spans of jobs in flight first:
 // a span still open at Shutdown, or started after it, is never exported.
 // Only the first call does anything.
 func (p *Provider) Shutdown(ctx context.Context) error {

@@ -31,7 +31,7 @@ type Entry struct {
 	// Deadline, when not nil, is the timer the proxy armed to end Process
 	// when the server's time limit for the delivery runs out. Whoever
 	// clears or replaces Process stops it; the Table does when it evicts
-	// the entry or ends its span ([Table.EndOpen]).
+	// or replaces the entry ([Table.Put]) or ends its span ([Table.EndOpen]).
 	Deadline interface{ Stop() bool }
 }
 
@@ -89,17 +89,27 @@ func (t *Table[K]) pushFront(n *tableNode[K]) {
 	t.root.next = n
 }
 
-// Put stores e under key, replacing any entry there (an open process span
-// in the replaced entry is not ended: Put assumes the caller moved it on),
-// and evicts the least recently used entry if the table is over its cap.
+// Put stores e under key and evicts the least recently used entry if the
+// table is over its cap. An entry already there whose process span is open
+// is kept as it is, unless e brings a process span of its own: a worker
+// holds that job (a Gearman submit coalesced onto a running job gets its
+// handle), and the worker's outcome or the deadline must find the span,
+// its Deadline, Attempts and Creation to end it in the job's trace. Any
+// other entry is replaced; its deadline is stopped, and an open span
+// replaced by e's is ended as evicted rather than lost.
 func (t *Table[K]) Put(key K, e Entry) {
 	var victim Process
 	t.mu.Lock()
 	if n, ok := t.items[key]; ok {
-		n.entry = e
+		if !n.entry.Process.IsOpen() || e.Process.IsOpen() {
+			victim = n.entry.Process
+			n.entry.StopDeadline()
+			n.entry = e
+		}
 		t.unlink(n)
 		t.pushFront(n)
 		t.mu.Unlock()
+		victim.evict()
 		return
 	}
 	n := &tableNode[K]{key: key, entry: e}

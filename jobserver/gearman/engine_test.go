@@ -188,13 +188,13 @@ func TestCanDoTimeout(t *testing.T) {
 	c := h.open()
 	hd := c.submit(codec.SubmitJob, "f", "", "x")
 	w := h.open()
-	w.send(codec.CanDoTimeout, "f", "500")
+	w.send(codec.CanDoTimeout, "f", "1500")
 	w.send(codec.GrabJob)
 	w.expect("JOB_ASSIGN " + hd + " f x")
 	other := h.open()
 	other.send(codec.CanDo, "f")
 	other.send(codec.PreSleep)
-	h.clk.Advance(499 * time.Millisecond)
+	h.clk.Advance(1499 * time.Millisecond)
 	other.expect()
 	h.clk.Advance(time.Millisecond)
 	other.expect("NOOP") // requeued and a sleeper woken
@@ -485,4 +485,27 @@ func TestSetClientIDAndResetAbilities(t *testing.T) {
 	}
 	w.send(codec.WorkComplete, hd, "x")
 	w.expect("ERROR JOB_NOT_FOUND Job given in work result not found")
+}
+
+// TestCanDoTimeoutFloor: as gearmand, a CAN_DO_TIMEOUT under a second
+// takes the job back after a second, not after the milliseconds asked for.
+func TestCanDoTimeoutFloor(t *testing.T) {
+	h := newHarness(t, Config{})
+	c := h.open()
+	hd := c.submit(codec.SubmitJob, "f", "", "x")
+	w := h.open()
+	w.send(codec.CanDoTimeout, "f", "30")
+	w.send(codec.GrabJob)
+	w.expect("JOB_ASSIGN " + hd + " f x")
+	other := h.open()
+	other.send(codec.CanDo, "f")
+	other.send(codec.PreSleep)
+	h.clk.Advance(999 * time.Millisecond)
+	other.expect()
+	h.clk.Advance(time.Millisecond)
+	other.expect("NOOP") // requeued after the second gearmand gives
+	other.send(codec.GrabJob)
+	other.expect("JOB_ASSIGN " + hd + " f x")
+	other.send(codec.WorkComplete, hd, "ok")
+	c.expect("WORK_COMPLETE " + hd + " ok")
 }

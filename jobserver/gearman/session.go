@@ -241,12 +241,7 @@ func (s *Session) handleLocked(p *codec.Packet) error {
 	case codec.CanDo:
 		s.canDo(a[0], 0)
 	case codec.CanDoTimeout:
-		ms := parseLeadingInt(a[1])
-		var t time.Duration
-		if ms > 0 {
-			t = time.Duration(ms) * time.Millisecond
-		}
-		s.canDo(a[0], t)
+		s.canDo(a[0], canDoTimeout(parseLeadingInt(a[1])))
 	case codec.CantDo:
 		s.cantDo(a[0])
 	case codec.ResetAbilities:
