@@ -35,7 +35,9 @@ type GearmanLoopBackend interface {
 	// OpenLoop connects (blocking: call it off the loop) and returns a
 	// session with no goroutine of its own; ev's callbacks run on the loop
 	// goroutine, from Ready. maxPending bounds the bytes that may wait for
-	// the backend to read them before the session fails (0: no bound).
+	// the backend to read them: a Send finding more waiting, after trying
+	// to write them, fails the session (0: no bound). The bound is on what
+	// waits before the request, so one request larger than it still goes.
 	// ErrNoLoop when this backend cannot; other errors as Open's.
 	OpenLoop(ctx context.Context, ev GearmanEvents, maxPending int) (GearmanLoopConn, error)
 }

@@ -103,10 +103,18 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 	if s.err != nil {
 		return s.err
 	}
-	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
 	if s.maxPending > 0 && len(s.out) > s.maxPending {
-		return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+		// Make room first: the socket may take what waits now.
+		if err := s.writeLocked(); err != nil {
+			return err
+		}
+		// The bound is on what waits before p, so that one request larger
+		// than it (up to the packet size limit) still goes through.
+		if len(s.out) > s.maxPending {
+			return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+		}
 	}
+	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
 	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
 		s.outstanding++
 		if s.outstanding == 1 {
