@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/routing"
@@ -38,14 +39,18 @@ var errSuspended = errors.New("gearman gateway: request handled off the loop")
 // connections with goroutines, whose writes to it may block.
 func (gw *gearmanGateway) loopable() bool { return gw.rt().loopable() }
 
-// loopable reports whether the event loop can serve every upstream of rt.
+// loopable reports whether the event loop can serve every upstream of rt:
+// every one its handle map decodes, routed to or not, since a WORK_* or
+// GET_STATUS with a handle on it (held from before a reload, or forged)
+// opens a session there.
 func (rt *gwRouting) loopable() bool {
-	for _, b := range rt.routed {
-		if !b.CanLoop() {
-			return false
+	ok := true
+	rt.cfg.Handles.Each(func(b *routing.Backend) {
+		if b.ID != routing.LocalID && b.Gearman != nil && !b.CanLoop() {
+			ok = false
 		}
-	}
-	return true
+	})
+	return ok
 }
 
 // notOpenLocked is why a loop connection has no session on b: the error
@@ -58,12 +63,17 @@ func (s *gwSession) notOpenLocked(b *routing.Backend) error {
 }
 
 // openConn opens the upstream session of bs: an event-loop session for a
-// loop connection when the backend allows one (attached to the loop once
-// bs.conn is set), an ordinary one otherwise.
+// loop connection (attached to the loop once bs.conn is set), an ordinary
+// one otherwise. A loop connection never gets an ordinary session, whose
+// Send and Flush may block the loop: a backend the loop cannot serve (TLS;
+// loopable keeps them away, this is the last guard) is unavailable to it.
 func (s *gwSession) openConn(b *routing.Backend, bs *gwBackend) error {
+	if s.c.loop != nil && !b.CanLoop() {
+		return fmt.Errorf("%w: %s cannot be served on the event loop", routing.ErrUnavailable, b.Name)
+	}
 	ctx, cancel := s.gw.openTimeout()
 	defer cancel()
-	if l := s.c.loop; l != nil && b.CanLoop() {
+	if l := s.c.loop; l != nil {
 		conn, err := b.OpenGearmanLoop(ctx, routing.GearmanEvents{
 			Packet: func(p *codec.Packet) { s.deliver(bs, p) },
 			Closed: func(err error) { s.lost(bs, err); s.runActions() },

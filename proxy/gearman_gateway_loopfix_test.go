@@ -1,0 +1,83 @@
+//go:build linux
+
+package proxy
+
+import (
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// Gateway tests of the event-loop path's review fixes
+// (gearman_gateway_loop.go).
+
+// tlsUnrouted is reloadConfig with backend g2 over TLS and routed to by
+// nothing: only the handles a client holds, or forges, reach it.
+func tlsUnrouted(t *testing.T, up []string) *config.Config {
+	c := reloadConfig(t, up, "g1")
+	c.Backends[1].TLS.Enabled = true
+	return c
+}
+
+// TestGearmanGatewayLoopTLSUnrouted: a TLS upstream the handle map knows
+// puts the gateway on goroutines even when no route reaches it (a WORK_*
+// or GET_STATUS naming it would open a session there), and a reload
+// cannot add one to a gateway on the loop.
+func TestGearmanGatewayLoopTLSUnrouted(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	_, srv := startGearmanGateway(t, tlsUnrouted(t, up), gearman.Config{})
+	if !srv.cfg.Goroutines {
+		t.Fatal("a gateway with an unrouted TLS upstream is on the event loop")
+	}
+	_, srv = startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
+	if srv.cfg.Goroutines {
+		t.Fatal("a plain-TCP gateway is not on the event loop")
+	}
+	if _, err := srv.PrepareReload(tlsUnrouted(t, up), nil); err == nil || !strings.Contains(err.Error(), "TLS upstream") {
+		t.Fatalf("reload adding an unrouted TLS upstream: %v", err)
+	}
+}
+
+// TestGearmanGatewayLoopRefusesTLSSession: should a loop connection ever
+// meet a backend the loop cannot serve (here a routing put in force behind
+// PrepareReload's back), it answers "unavailable" rather than open a
+// session whose writes block: nothing dials the backend.
+func TestGearmanGatewayLoopRefusesTLSSession(t *testing.T) {
+	var dials atomic.Int32
+	tlsUp := listenTest(t, func(net.Conn) { dials.Add(1) })
+	up := []string{testutil.StartGearmand(t), tlsUp}
+	addr, srv := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
+	c := dialGW(t, addr)
+	c.send(codec.EchoReq, "x")
+	c.expect(codec.EchoRes)
+	loopServed(t, srv)
+
+	g, err := buildGearmanGateway(tlsUnrouted(t, up), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := newGwRouting(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.gw.cur.Store(rt)
+
+	c.write(append(pkt(codec.GetStatus, "@2:H:x:1"), pkt(codec.EchoReq, "after")...))
+	if p := c.expect(codec.Error); !strings.Contains(string(p.Arg(1)), "unavailable") {
+		t.Fatalf("GET_STATUS on the TLS backend: %v", p.String())
+	}
+	c.expect(codec.EchoRes)
+	c.send(codec.WorkStatus, "@2:H:x:1", "1", "2")
+	if p := c.expect(codec.Error); string(p.Arg(0)) != string(codec.CodeJobNotFound) {
+		t.Fatalf("WORK_STATUS on the TLS backend: %v", p.String())
+	}
+	if n := dials.Load(); n != 0 {
+		t.Fatalf("the TLS backend was dialled %d times from the loop", n)
+	}
+}
