@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/routing"
@@ -23,7 +24,7 @@ import (
 // continues on a goroutine likewise (grabOffLoop).
 //
 // Locks: a loop session's own lock comes after gwBackend.sendMu (Send) and
-// takes no other; gearmanLoop.mu comes after gwSession.openMu (attach).
+// takes no other; gearmanLoop.mu comes after a gwSession.opening lock (attach).
 // The loop calls a session's callbacks (deliver, lost) with no lock held.
 
 // errNotOpen: a loop connection asked for a session that is not open, and
@@ -147,16 +148,18 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 		p.Type == codec.GrabJobAll:
 		s.mu.Lock()
 		set := append(stack[:0], s.workerSet...)
+		next := s.grabNext
 		s.mu.Unlock()
 		if p.Type != codec.PreSleep {
-			n := 0
-			for _, b := range set {
-				if b.Available() { // tryGrab skips the others
-					set[n] = b
-					n++
+			// Only the first backend tryGrab tries (it skips unavailable
+			// ones): it dials the next ones when it reaches them
+			// (grabOffLoop), and not at all once a job is assigned.
+			for i := range set {
+				if b := set[(next+i)%len(set)]; b.Available() {
+					set = append(set[:0], b)
+					break
 				}
 			}
-			set = set[:n]
 		}
 		s.eachUnopened(set, f)
 	}
@@ -207,20 +210,40 @@ func (s *gwSession) handleOffLoop(p *codec.Packet) error {
 
 // preopen dials the sessions handling p needs. A failure is kept in
 // openErr, where session finds it while p is handled, so that the request
-// fails (or fails over) as it would have after dialling itself.
+// fails (or fails over) as it would have after dialling itself. A
+// SUBMIT_* dials its pool's backends in turn, until one opens; the other
+// requests need all theirs, dialled at once, so that blackholed backends
+// cost one dial timeout, not one each.
 func (s *gwSession) preopen(p *codec.Packet) {
-	s.opens(p, func(b *routing.Backend) bool {
-		_, err := s.sessionDial(b, true)
-		if err != nil {
-			s.mu.Lock()
-			if s.openErr == nil {
-				s.openErr = map[*routing.Backend]error{}
-			}
-			s.openErr[b] = err
-			s.mu.Unlock()
+	if isSubmit(p.Type) {
+		s.opens(p, func(b *routing.Backend) bool { return s.preopenOne(b) })
+		return
+	}
+	var all []*routing.Backend
+	s.opens(p, func(b *routing.Backend) bool { all = append(all, b); return false })
+	if len(all) == 1 {
+		s.preopenOne(all[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, b := range all {
+		wg.Go(func() { s.preopenOne(b) })
+	}
+	wg.Wait()
+}
+
+// preopenOne dials b for preopen and reports whether it opened.
+func (s *gwSession) preopenOne(b *routing.Backend) bool {
+	_, err := s.sessionDial(b, true)
+	if err != nil {
+		s.mu.Lock()
+		if s.openErr == nil {
+			s.openErr = map[*routing.Backend]error{}
 		}
-		return err == nil && isSubmit(p.Type)
-	})
+		s.openErr[b] = err
+		s.mu.Unlock()
+	}
+	return err == nil
 }
 
 // grabOffLoop goes on with GRAB_JOB r on a goroutine, which may dial b,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
@@ -79,5 +80,50 @@ func TestGearmanGatewayLoopRefusesTLSSession(t *testing.T) {
 	}
 	if n := dials.Load(); n != 0 {
 		t.Fatalf("the TLS backend was dialled %d times from the loop", n)
+	}
+}
+
+// TestGearmanGatewayLoopGrabDialsInTurn: a GRAB_JOB dials a backend only
+// when its rotation reaches it, as on goroutines. The worker's second GRAB
+// starts at the backend that has a job for it and is answered at once,
+// without waiting for the blackholed backend's dial first.
+func TestGearmanGatewayLoopGrabDialsInTurn(t *testing.T) {
+	const dialTimeout = 1500 * time.Millisecond
+	st := startGatewaySetup(t, []string{hangingListener(t), testutil.StartGearmand(t)}, config.Breaker{},
+		func(b *config.Backend) { b.DialTimeout = dialTimeout })
+	fn := st.fnOwnedBy(t, "f", 2)
+	c := dialGW(t, st.addr)
+	for i := 0; i < 2; i++ {
+		c.send(codec.SubmitJobBg, fn, "", "x")
+		c.expect(codec.JobCreated)
+	}
+	w := dialGW(t, st.addr)
+	w.send(codec.CanDo, fn)   // on both backends of the pool: g1's dial fails
+	w.send(codec.GrabJob)     // starts at g1: dials it again, then g2
+	w.expect(codec.JobAssign) // from g2
+	loopServed(t, st.srv)
+	start := time.Now()
+	w.send(codec.GrabJob) // starts at g2
+	w.expect(codec.JobAssign)
+	if d := time.Since(start); d >= dialTimeout {
+		t.Fatalf("a GRAB_JOB answered by the first backend it tries took %v (dial timeout %v)", d, dialTimeout)
+	}
+}
+
+// TestGearmanGatewayLoopCanDoDialsInParallel: a CAN_DO on a pool of
+// several unopened backends dials them at once, so two blackholed ones
+// hold the connection one dial timeout, not two.
+func TestGearmanGatewayLoopCanDoDialsInParallel(t *testing.T) {
+	const dialTimeout = 1500 * time.Millisecond
+	st := startGatewaySetup(t, []string{hangingListener(t), hangingListener(t), testutil.StartGearmand(t)}, config.Breaker{},
+		func(b *config.Backend) { b.DialTimeout = dialTimeout })
+	w := dialGW(t, st.addr)
+	w.quiet()
+	start := time.Now()
+	w.write(append(pkt(codec.CanDo, "f"), pkt(codec.EchoReq, "after")...))
+	w.expect(codec.EchoRes)
+	loopServed(t, st.srv)
+	if d := time.Since(start); d >= 2*dialTimeout {
+		t.Fatalf("CAN_DO on two blackholed backends held the connection %v (dial timeout %v)", d, dialTimeout)
 	}
 }

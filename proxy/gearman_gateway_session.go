@@ -29,7 +29,7 @@ import (
 // packet arrived (a GRAB_JOB moving on after NO_JOB) are queued in actions
 // and run by the goroutine that delivered, with no lock held.
 //
-// Lock order: openMu, then gwBackend.sendMu, then the engine's lock, then
+// Lock order: an opening lock, then gwBackend.sendMu, then the engine's lock, then
 // gwLocal.mu, then mu, then the connection's locks (gearmanConn.mu, ...).
 // mu is never held while calling into a backend.
 type gwSession struct {
@@ -37,7 +37,6 @@ type gwSession struct {
 	c     *gearmanConn
 	local *gwBackend // the local engine's session, open for the whole connection
 
-	openMu   sync.Mutex   // serialises opening upstream sessions
 	flushBuf []*gwBackend // owned by the read loop (flushBackends)
 
 	mu         sync.Mutex
@@ -58,6 +57,9 @@ type gwSession struct {
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
 	openErr map[*routing.Backend]error
+	// opening, guarded by mu, serialises opening a session per backend;
+	// sessions on different backends open in parallel.
+	opening map[*routing.Backend]*sync.Mutex
 }
 
 // gwBackend is one backend session of a gwSession.
@@ -184,8 +186,9 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 	if bs := s.find(b); bs != nil {
 		return bs, nil
 	}
-	s.openMu.Lock()
-	defer s.openMu.Unlock()
+	om := s.openLock(b)
+	om.Lock()
+	defer om.Unlock()
 	if bs := s.find(b); bs != nil {
 		return bs, nil
 	}
@@ -233,6 +236,21 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 	}
 	bs.dirty.Store(len(replay) > 0)
 	return bs, nil
+}
+
+// openLock returns the lock that serialises opening sessions on b.
+func (s *gwSession) openLock(b *routing.Backend) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opening == nil {
+		s.opening = map[*routing.Backend]*sync.Mutex{}
+	}
+	m := s.opening[b]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.opening[b] = m
+	}
+	return m
 }
 
 // find returns the live session on b, or nil.
