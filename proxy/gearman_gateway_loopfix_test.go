@@ -13,6 +13,7 @@ import (
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/routing"
 )
 
 // Gateway tests of the event-loop path's review fixes
@@ -125,5 +126,33 @@ func TestGearmanGatewayLoopCanDoDialsInParallel(t *testing.T) {
 	loopServed(t, st.srv)
 	if d := time.Since(start); d >= 2*dialTimeout {
 		t.Fatalf("CAN_DO on two blackholed backends held the connection %v (dial timeout %v)", d, dialTimeout)
+	}
+}
+
+// TestGearmanGatewayLoopSendFailureCounts: a loop session that fails in
+// Send (here: more output waits for an upstream that reads nothing than
+// the write buffer limit allows) counts as a failure for the backend's
+// breaker, as a session that fails on its own does.
+func TestGearmanGatewayLoopSendFailureCounts(t *testing.T) {
+	up := []string{listenTest(t, func(net.Conn) {}), testutil.StartGearmand(t)} // g1 never reads
+	c := reloadConfig(t, up, "g1")
+	c.Backends[0].IOTimeout = time.Minute // only Send fails it
+	c.Backends[0].Breaker = config.Breaker{Failures: 1, OpenTimeout: time.Hour, HalfOpenRequests: 1}
+	addr, srv := startGearmanGateway(t, c, gearman.Config{}, func(g *GearmanConfig) { g.MaxOutput = 1 << 20 })
+	br := srv.gw.rt().cfg.Rules.Match([]byte("moved.a")).Backends()[0].Breaker
+	cl := dialGW(t, addr)
+	cl.quiet()
+	loopServed(t, srv)
+	big := strings.Repeat("d", 8<<20) // more than the socket buffers take
+	cl.write(append(pkt(codec.SubmitJobBg, "moved.a", "", big), pkt(codec.SubmitJobBg, "moved.b", "", big)...))
+	for i := 0; i < 2; i++ {
+		if p := cl.expect(codec.Error); !strings.Contains(string(p.Arg(1)), "backend g1") {
+			t.Fatalf("submit %d: %v", i, p.String())
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); br.State() != routing.BreakerOpen; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker %v after a session failed in Send (failures: 1)", br.State())
+		}
 	}
 }

@@ -322,6 +322,11 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 		}
 		s.flushFIFOLocked()
 		s.mu.Unlock()
+	case routing.IsTransport(err):
+		// The session failed itself and reports it (Closed, which the
+		// breaker counts): answer its requests now, but do not Close it,
+		// which would silence that report.
+		s.forget(bs, err)
 	default:
 		s.lost(bs, err)
 	}
@@ -392,10 +397,17 @@ func (s *gwSession) failLocked(b *routing.Backend, r *gwReply, why string) {
 // lost ends a backend session that failed: its pending requests are
 // answered (failLocked) and the next request reopens it.
 func (s *gwSession) lost(bs *gwBackend, err error) {
+	if s.forget(bs, err) && bs.conn != nil {
+		bs.conn.Close()
+	}
+}
+
+// forget is lost without closing the session; false if it was gone.
+func (s *gwSession) forget(bs *gwBackend, err error) bool {
 	s.mu.Lock()
 	if bs.dead {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	bs.dead = true
 	if i := indexBackend(s.backends, bs); i >= 0 {
@@ -422,9 +434,7 @@ func (s *gwSession) lost(bs *gwBackend, err error) {
 	s.flushFIFOLocked()
 	s.mu.Unlock()
 	s.gw.srv.log.Debug("gearman gateway: backend session lost", "backend", bs.b.Name, "err", err)
-	if bs.conn != nil {
-		bs.conn.Close()
-	}
+	return true
 }
 
 func indexBackend(bss []*gwBackend, bs *gwBackend) int {
