@@ -115,7 +115,7 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 	if p.Magic != codec.Req {
 		return
 	}
-	rt := s.gw.rt()
+	rt := s.rt()
 	var stack [8]*routing.Backend
 	switch {
 	case isSubmit(p.Type):

@@ -5,6 +5,7 @@ package proxy
 import (
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,5 +155,34 @@ func TestGearmanGatewayLoopSendFailureCounts(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("breaker %v after a session failed in Send (failures: 1)", br.State())
 		}
+	}
+}
+
+// TestGearmanGatewayLoopReloadMidRequest: a reload between a request's
+// check for sessions to open and its handling does not leave it without
+// its session ("backend session not open"): the request is routed by the
+// configuration it was checked against, the next one by the new one.
+func TestGearmanGatewayLoopReloadMidRequest(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	addr, srv := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
+	c := dialGW(t, addr)
+	c.send(codec.SubmitJobBg, "moved.a", "", "x")
+	c.expect(codec.JobCreated)
+	loopServed(t, srv)
+	apply, err := srv.PrepareReload(reloadConfig(t, up, "g2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	hook := func() { once.Do(apply) }
+	gwHandleHook.Store(&hook)
+	t.Cleanup(func() { gwHandleHook.Store(nil) })
+	c.send(codec.SubmitJobBg, "moved.b", "", "y")
+	if p := c.expect(codec.JobCreated); !strings.HasPrefix(string(p.Args[0]), "@1:") {
+		t.Fatalf("the request checked before the reload: %v", p.String())
+	}
+	c.send(codec.SubmitJobBg, "moved.c", "", "z")
+	if p := c.expect(codec.JobCreated); !strings.HasPrefix(string(p.Args[0]), "@2:") {
+		t.Fatalf("the request after the reload: %v", p.String())
 	}
 }

@@ -38,6 +38,7 @@ type gwSession struct {
 	local *gwBackend // the local engine's session, open for the whole connection
 
 	flushBuf []*gwBackend // owned by the read loop (flushBackends)
+	pin      *gwRouting   // owned by the request's handler: its routing (Handle)
 
 	mu         sync.Mutex
 	fifo       []*gwReply            // guarded by mu: replies owed to the client, in request order
