@@ -28,20 +28,28 @@ func tlsUnrouted(t *testing.T, up []string) *config.Config {
 	return c
 }
 
+// loopRunning fails the test unless srv, serving addr, runs its event
+// loop: a connection has been served, so Serve has started it.
+func loopRunning(t *testing.T, addr string, srv *GearmanServer) {
+	t.Helper()
+	c := dialGW(t, addr)
+	c.send(codec.EchoReq, "x")
+	c.expect(codec.EchoRes)
+	loopServed(t, srv)
+}
+
 // TestGearmanGatewayLoopTLSUnrouted: a TLS upstream the handle map knows
 // puts the gateway on goroutines even when no route reaches it (a WORK_*
 // or GET_STATUS naming it would open a session there), and a reload
 // cannot add one to a gateway on the loop.
 func TestGearmanGatewayLoopTLSUnrouted(t *testing.T) {
 	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
-	_, srv := startGearmanGateway(t, tlsUnrouted(t, up), gearman.Config{})
-	if !srv.cfg.Goroutines {
+	_, gsrv := startGearmanGateway(t, tlsUnrouted(t, up), gearman.Config{})
+	if !gsrv.cfg.Goroutines {
 		t.Fatal("a gateway with an unrouted TLS upstream is on the event loop")
 	}
-	_, srv = startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
-	if srv.cfg.Goroutines {
-		t.Fatal("a plain-TCP gateway is not on the event loop")
-	}
+	addr, srv := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
+	loopRunning(t, addr, srv)
 	if _, err := srv.PrepareReload(tlsUnrouted(t, up), nil); err == nil || !strings.Contains(err.Error(), "TLS upstream") {
 		t.Fatalf("reload adding an unrouted TLS upstream: %v", err)
 	}
@@ -184,5 +192,36 @@ func TestGearmanGatewayLoopReloadMidRequest(t *testing.T) {
 	c.send(codec.SubmitJobBg, "moved.c", "", "z")
 	if p := c.expect(codec.JobCreated); !strings.HasPrefix(string(p.Args[0]), "@2:") {
 		t.Fatalf("the request after the reload: %v", p.String())
+	}
+}
+
+// TestGearmanGatewayReloadTLSBeforeServe: whether a reload may add a TLS
+// upstream depends on whether an event loop runs, not on the option that
+// allows one: before Serve it may, and Serve then serves the gateway with
+// goroutines.
+func TestGearmanGatewayReloadTLSBeforeServe(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	c := reloadConfig(t, up, "g1")
+	for i := range c.Backends {
+		c.Backends[i].HealthInterval = 0
+	}
+	g, err := NewGearmanGatewayFromConfig(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewGearmanServer(GearmanConfig{Gateway: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply, err := srv.PrepareReload(tlsUnrouted(t, up), nil)
+	if err != nil {
+		t.Fatalf("reload adding a TLS upstream before Serve: %v", err)
+	}
+	apply()
+	cl := dialGW(t, serveGearman(t, srv))
+	cl.send(codec.EchoReq, "x")
+	cl.expect(codec.EchoRes)
+	if srv.loop.Load() != nil {
+		t.Fatal("a gateway with a TLS upstream started an event loop")
 	}
 }

@@ -259,7 +259,7 @@ func (s *GearmanServer) Serve(l net.Listener) error {
 	// Started under mu, so that Shutdown, which sets closing under mu,
 	// either sees the loop to stop it or keeps it from starting.
 	s.loopOnce.Do(func() {
-		if s.cfg.Goroutines {
+		if s.cfg.Goroutines || (s.gw != nil && !s.gw.loopable()) { // a reload may have added TLS
 			return
 		}
 		loop, err := startGearmanLoop(s)
