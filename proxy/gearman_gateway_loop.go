@@ -194,9 +194,16 @@ func (s *gwSession) unopened(b *routing.Backend) bool {
 // sessions it needs, and then gives the connection back to the loop. The
 // loop reads nothing more from the connection meanwhile, so requests stay
 // in order.
+//
+// Its goroutine, like grabOffLoop's, counts in the server's wait group, so
+// Shutdown waits for it (and cancels its dial). The loop goroutine, or
+// another such goroutine, is counted while it starts one, so the count is
+// never zero then.
 func (s *gwSession) handleOffLoop(p *codec.Packet) error {
 	cp := p.Clone()
+	s.gw.srv.wg.Add(1)
 	go func() {
+		defer s.gw.srv.wg.Done()
 		s.preopen(&cp)
 		err := s.handle(&cp)
 		s.runActions()
@@ -249,7 +256,9 @@ func (s *gwSession) preopenOne(b *routing.Backend) bool {
 // grabOffLoop goes on with GRAB_JOB r on a goroutine, which may dial b,
 // the backend it was about to try.
 func (s *gwSession) grabOffLoop(r *gwReply, b *routing.Backend) {
+	s.gw.srv.wg.Add(1)
 	go func() {
+		defer s.gw.srv.wg.Done()
 		if _, err := s.sessionDial(b, true); err == nil {
 			s.mu.Lock()
 			r.grab.left = append([]*routing.Backend{b}, r.grab.left...)

@@ -3,7 +3,9 @@
 package proxy
 
 import (
+	"context"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,5 +225,39 @@ func TestGearmanGatewayReloadTLSBeforeServe(t *testing.T) {
 	cl.expect(codec.EchoRes)
 	if srv.loop.Load() != nil {
 		t.Fatal("a gateway with a TLS upstream started an event loop")
+	}
+}
+
+// offLoopRunning reports whether a goroutine handling a request off the
+// event loop (handleOffLoop, grabOffLoop) exists.
+func offLoopRunning() bool {
+	buf := make([]byte, 1<<20)
+	st := string(buf[:runtime.Stack(buf, true)])
+	return strings.Contains(st, "handleOffLoop.func") || strings.Contains(st, "grabOffLoop.func")
+}
+
+// TestGearmanGatewayLoopShutdownWaitsForDials: Shutdown does not return
+// while a request handled off the loop is still dialling; it cuts the
+// dial short rather than wait for its timeout.
+func TestGearmanGatewayLoopShutdownWaitsForDials(t *testing.T) {
+	const dialTimeout = 20 * time.Second
+	st := startGatewaySetup(t, []string{hangingListener(t), testutil.StartGearmand(t)}, config.Breaker{},
+		func(b *config.Backend) { b.DialTimeout = dialTimeout })
+	c := dialGW(t, st.addr)
+	c.quiet()
+	loopServed(t, st.srv)
+	c.send(codec.SubmitJobBg, st.fnOwnedBy(t, "f", 1), "", "x")
+	for deadline := time.Now().Add(5 * time.Second); !offLoopRunning(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the submit was not handled off the loop")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout/2)
+	defer cancel()
+	if err := st.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if offLoopRunning() {
+		t.Fatal("Shutdown returned while a request was handled off the loop")
 	}
 }
