@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/routing"
 )
@@ -259,5 +261,64 @@ func TestGearmanGatewayLoopShutdownWaitsForDials(t *testing.T) {
 	}
 	if offLoopRunning() {
 		t.Fatal("Shutdown returned while a request was handled off the loop")
+	}
+}
+
+// TestGearmanGatewayLoopPausedNotIdle: a connection whose request waits
+// off the loop for a dial is neither idle nor in the middle of reading a
+// request, whatever its last read left: idle_timeout and read_timeout
+// pass on the fake clock meanwhile, and the request is answered.
+func TestGearmanGatewayLoopPausedNotIdle(t *testing.T) {
+	c := config.Default()
+	pool := config.Pool{Name: "shard", Strategy: config.StrategyShard}
+	for i, a := range []string{hangingListener(t), testutil.StartGearmand(t)} {
+		b := config.DefaultBackend()
+		b.Name, b.ID, b.Type, b.Address = fmt.Sprintf("g%d", i+1), i+1, config.TypeGearman, a
+		b.IOTimeout, b.DialTimeout = 3*time.Second, 2*time.Second
+		c.Backends = append(c.Backends, b)
+		pool.Backends = append(pool.Backends, b.Name)
+	}
+	c.Pools = append(c.Pools, pool)
+	c.Routes.GearmanDefault = "shard"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	addr, srv := startGearmanGateway(t, c, gearman.Config{Clock: clk}, func(g *GearmanConfig) {
+		g.ConnLimits = Limits{IdleTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second}
+	})
+	st := &gwSetup{rules: srv.gw.rt().cfg.Rules}
+	cl := dialGW(t, addr)
+	cl.quiet()
+	loopServed(t, srv)
+	var conn *gearmanConn
+	srv.mu.Lock()
+	for x := range srv.conns {
+		conn = x
+	}
+	srv.mu.Unlock()
+	// Half a request, then the rest: the last read before the pause left
+	// a partial request behind.
+	submit := pkt(codec.SubmitJobBg, st.fnOwnedBy(t, "f", 1), "", "x")
+	cl.write(submit[:8])
+	for deadline := time.Now().Add(5 * time.Second); conn.watch.flags.Load()&watchPartial == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop did not read the partial request")
+		}
+	}
+	cl.write(submit[8:])
+	for deadline := time.Now().Add(5 * time.Second); !offLoopRunning(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the submit was not handled off the loop")
+		}
+	}
+	for i := 0; i < 10; i++ { // 20s in sweeps: both timeouts pass
+		clk.Advance(2 * time.Second)
+	}
+	if !offLoopRunning() {
+		t.Fatal("the dial ended before the timeouts passed; the test proves nothing")
+	}
+	if p := cl.expect(codec.JobCreated); !strings.HasPrefix(string(p.Args[0]), "@2:") {
+		t.Fatalf("the submit did not fail over: %v", p.String())
 	}
 }

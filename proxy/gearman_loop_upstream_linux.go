@@ -73,6 +73,7 @@ func (l *gearmanLoop) resume(c *gearmanConn, err error) {
 // suspend stops reading c while a goroutine handles its request.
 func (l *gearmanLoop) suspend(c *gearmanConn) {
 	c.paused = true
+	c.watch.setFlag(watchPaused, true) // neither idle nor reading a request
 	l.poll.Del(c.fd)
 	c.wantOut = false
 	if c.flusher != nil {
@@ -109,6 +110,7 @@ func (l *gearmanLoop) upstreamWork() {
 			continue
 		}
 		c.paused = false
+		c.watch.setFlag(watchPaused, false)
 		if err := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); err != nil || r.err != nil || c.closeReq.Load() {
 			l.close(c)
 			continue
