@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/jobserver/clock"
 	"github.com/jobgate/jobgate/jobserver/gearman"
+	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/routing"
 )
 
@@ -268,17 +269,15 @@ func TestGearmanGatewayLoopShutdownWaitsForDials(t *testing.T) {
 	}
 }
 
-// TestGearmanGatewayLoopPausedNotIdle: a connection whose request waits
-// off the loop for a dial is neither idle nor in the middle of reading a
-// request, whatever its last read left: idle_timeout and read_timeout
-// pass on the fake clock meanwhile, and the request is answered.
-func TestGearmanGatewayLoopPausedNotIdle(t *testing.T) {
+// hangShardConfig is a gateway whose default pool shards between g1, whose
+// dial hangs (2s dial timeout), and g2, a gearmand.
+func hangShardConfig(t *testing.T) *config.Config {
 	c := config.Default()
 	pool := config.Pool{Name: "shard", Strategy: config.StrategyShard}
 	for i, a := range []string{hangingListener(t), testutil.StartGearmand(t)} {
 		b := config.DefaultBackend()
 		b.Name, b.ID, b.Type, b.Address = fmt.Sprintf("g%d", i+1), i+1, config.TypeGearman, a
-		b.IOTimeout, b.DialTimeout = 3*time.Second, 2*time.Second
+		b.IOTimeout, b.DialTimeout, b.HealthInterval = 3*time.Second, 2*time.Second, 0
 		c.Backends = append(c.Backends, b)
 		pool.Backends = append(pool.Backends, b.Name)
 	}
@@ -287,6 +286,15 @@ func TestGearmanGatewayLoopPausedNotIdle(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// TestGearmanGatewayLoopPausedNotIdle: a connection whose request waits
+// off the loop for a dial is neither idle nor in the middle of reading a
+// request, whatever its last read left: idle_timeout and read_timeout
+// pass on the fake clock meanwhile, and the request is answered.
+func TestGearmanGatewayLoopPausedNotIdle(t *testing.T) {
+	c := hangShardConfig(t)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	addr, srv := startGearmanGateway(t, c, gearman.Config{Clock: clk}, func(g *GearmanConfig) {
 		g.ConnLimits = Limits{IdleTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second}
@@ -324,5 +332,32 @@ func TestGearmanGatewayLoopPausedNotIdle(t *testing.T) {
 	}
 	if p := cl.expect(codec.JobCreated); !strings.HasPrefix(string(p.Args[0]), "@2:") {
 		t.Fatalf("the submit did not fail over: %v", p.String())
+	}
+}
+
+// TestGearmanGatewayLoopPausedMetrics: a request handled off the loop is
+// counted once handled, with its outcome, not when it is handed off.
+func TestGearmanGatewayLoopPausedMetrics(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntimeCollectors: true})
+	addr, srv := startGearmanGateway(t, hangShardConfig(t), gearman.Config{}, func(g *GearmanConfig) { g.Metrics = m })
+	st := &gwSetup{rules: srv.gw.rt().cfg.Rules}
+	cl := dialGW(t, addr)
+	cl.quiet()
+	loopServed(t, srv)
+	const key = `jobgate_commands_total{command="SUBMIT_JOB_BG",protocol="gearman",result="ok"}`
+	cl.send(codec.SubmitJobBg, st.fnOwnedBy(t, "f", 1), "", "x")
+	for deadline := time.Now().Add(5 * time.Second); !offLoopRunning(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the submit was not handled off the loop")
+		}
+	}
+	if v := metricValue(t, m, key); v > 0 {
+		t.Fatalf("%s = %v while the request waits for its dial", key, v)
+	}
+	cl.expect(codec.JobCreated)
+	for deadline := time.Now().Add(5 * time.Second); metricValue(t, m, key) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v once handled", key, metricValue(t, m, key))
+		}
 	}
 }

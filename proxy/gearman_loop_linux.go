@@ -341,11 +341,13 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 		case codec.KindText:
 			err = c.handleText(f.Text)
 		}
-		if err == errSuspended { // gearman_gateway_loop.go
+		suspended := err == errSuspended // gearman_gateway_loop.go
+		if suspended {
 			err = nil
 			l.suspend(c)
+			c.held = f.Packet.Type // counted once handled (upstreamWork)
 		}
-		if c.srv.metrics != nil {
+		if c.srv.metrics != nil && !suspended {
 			c.countFrame(&f, err)
 		}
 		if err != nil || c.closeReq.Load() {

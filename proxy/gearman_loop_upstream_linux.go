@@ -5,6 +5,7 @@ package proxy
 import (
 	"time"
 
+	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/routing"
 )
@@ -111,6 +112,9 @@ func (l *gearmanLoop) upstreamWork() {
 		}
 		c.paused = false
 		c.watch.setFlag(watchPaused, false)
+		if c.srv.metrics != nil {
+			c.countFrame(&codec.Frame{Kind: codec.KindPacket, Packet: codec.Packet{Type: c.held}}, r.err)
+		}
 		if err := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); err != nil || r.err != nil || c.closeReq.Load() {
 			l.close(c)
 			continue
