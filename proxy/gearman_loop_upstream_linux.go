@@ -15,9 +15,9 @@ import (
 // being handled off the loop.
 //
 // Upstream sessions have epoll ids below wakeID (upID), slots in ups. The
-// loop sweeps them for overdue replies every upSweep while any is open,
-// which bounds how long epoll_wait sleeps; with none open it sleeps until
-// something happens, as before.
+// loop sweeps them for overdue replies every upSweep while any with an I/O
+// timeout is open, which bounds how long epoll_wait sleeps; with none open
+// it sleeps until something happens, as before.
 
 // upSweep is how often the loop checks upstream sessions for I/O timeouts:
 // a timeout fires up to this much after it is due.
@@ -28,6 +28,7 @@ type loopUpstreams struct {
 	ups    []routing.GearmanLoopConn // loop only; by upstream slot
 	upFree []int32                   // loop only
 	nups   int                       // loop only: live sessions in ups
+	ntimed int                       // loop only: those with an I/O timeout (Timed)
 	swept  time.Time                 // loop only: last sweep
 
 	attaches []routing.GearmanLoopConn // guarded by gearmanLoop.mu: opened, to register
@@ -104,6 +105,9 @@ func (l *gearmanLoop) upstreamWork() {
 		}
 		l.ups[i] = u
 		l.nups++
+		if u.Timed() {
+			l.ntimed++
+		}
 	}
 	for _, r := range resumes {
 		c := r.c
@@ -139,12 +143,15 @@ func (l *gearmanLoop) upReady(id int32, events uint32) {
 	l.ups[i] = nil
 	l.upFree = append(l.upFree, i)
 	l.nups--
+	if u.Timed() {
+		l.ntimed--
+	}
 }
 
 // waitMsec is how long epoll_wait may sleep: until the next sweep while
-// upstream sessions are open.
+// upstream sessions with an I/O timeout are open.
 func (l *gearmanLoop) waitMsec() int {
-	if l.nups == 0 {
+	if l.ntimed == 0 {
 		return -1
 	}
 	return int(upSweep / time.Millisecond)
@@ -153,7 +160,7 @@ func (l *gearmanLoop) waitMsec() int {
 // sweep fails upstream sessions whose replies or writes are overdue; their
 // sockets are shut down, so the next epoll_wait reports them.
 func (l *gearmanLoop) sweep() {
-	if l.nups == 0 {
+	if l.ntimed == 0 {
 		return
 	}
 	now := time.Now()
@@ -181,5 +188,5 @@ func (l *gearmanLoop) stopUpstreams() {
 			u.Detach()
 		}
 	}
-	l.ups, l.nups = nil, 0
+	l.ups, l.nups, l.ntimed = nil, 0, 0
 }

@@ -64,6 +64,9 @@ type GearmanLoopConn interface {
 	// Expire fails the session if a reply or a write is overdue at now
 	// (the backend's I/O timeout); the loop calls it from its sweep.
 	Expire(now time.Time)
+	// Timed reports whether Expire can ever fail the session (the backend
+	// has an I/O timeout): a loop with no such session need not sweep.
+	Timed() bool
 	// Detach releases the socket without reporting anything, for a loop
 	// that is shutting down. Close first.
 	Detach()

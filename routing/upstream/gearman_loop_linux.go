@@ -361,6 +361,9 @@ func (s *gearmanLoopSession) Expire(now time.Time) {
 	}
 }
 
+// Timed reports whether the backend has an I/O timeout for Expire.
+func (s *gearmanLoopSession) Timed() bool { return s.cfg.IOTimeout > 0 }
+
 // Detach releases the socket without reporting.
 func (s *gearmanLoopSession) Detach() {
 	s.reported = true
