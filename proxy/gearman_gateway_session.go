@@ -23,11 +23,14 @@ import (
 // are written at once.
 //
 // Goroutines: Handle, HandleText and flushBackends run on the
-// connection's read loop; deliver runs on upstream reader goroutines and,
-// for the local engine, on whichever goroutine the engine emits from; lost
-// runs on an upstream reader. Actions that must call into a backend after a
-// packet arrived (a GRAB_JOB moving on after NO_JOB) are queued in actions
-// and run by the goroutine that delivered, with no lock held.
+// connection's read loop, or, for a connection on the event loop, on the
+// loop goroutine, except a request handled off the loop (handleOffLoop,
+// grabOffLoop: gearman_gateway_loop.go). deliver and lost run on an
+// upstream session's reader goroutine or, for a loop session, on the loop
+// goroutine; for the local engine deliver runs on whichever goroutine the
+// engine emits from. Actions that must call into a backend after a packet
+// arrived (a GRAB_JOB moving on after NO_JOB) are queued in actions and
+// run by the goroutine that delivered, with no lock held.
 //
 // Lock order: an opening lock, then gwBackend.sendMu, then the engine's lock, then
 // gwLocal.mu, then mu, then the connection's locks (gearmanConn.mu, ...).
