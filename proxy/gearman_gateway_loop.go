@@ -23,6 +23,12 @@ import (
 // GRAB_JOB moving on, after a NO_JOB, to a backend whose session is gone
 // continues on a goroutine likewise (grabOffLoop).
 //
+// Backpressure: a client whose upstream sessions have more than half the
+// write buffer limit waiting for the backend is not read until they are
+// under a quarter (backlogged, gearmanLoop.throttle), as a goroutine
+// connection blocks on its write; the limit itself fails a session only
+// when one read's requests overshoot it.
+//
 // Locks: a loop session's own lock comes after gwBackend.sendMu (Send) and
 // takes no other; gearmanLoop.mu comes after a gwSession.opening lock (attach).
 // The loop calls a session's callbacks (deliver, lost) with no lock held.
@@ -267,4 +273,22 @@ func (s *gwSession) grabOffLoop(r *gwReply, b *routing.Backend) {
 		s.tryGrab(r)
 		s.afterAsync()
 	}()
+}
+
+// backlogged reports whether one of the connection's event-loop sessions
+// has more than limit bytes waiting for its backend to read them: the loop
+// then stops reading the client (gearmanLoop.throttle), as a goroutine
+// connection blocks on its write, rather than queue without end or fail
+// the session at the write buffer limit.
+func (s *gwSession) backlogged(limit int) bool {
+	var stack [8]*gwBackend
+	s.mu.Lock()
+	open := append(stack[:0], s.backends...)
+	s.mu.Unlock()
+	for _, bs := range open {
+		if lc, ok := bs.conn.(routing.GearmanLoopConn); ok && lc.Backlog() > limit {
+			return true
+		}
+	}
+	return false
 }

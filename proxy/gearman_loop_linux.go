@@ -193,6 +193,7 @@ func (l *gearmanLoop) housekeep() bool {
 		l.register(c)
 	}
 	l.upstreamWork()
+	l.unthrottle()
 	l.flush()
 	// Goroutine connections this batch gave output to.
 	l.srv.flushGoroutineDirty()
@@ -315,6 +316,7 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 			c.watch.setFlag(watchPartial, c.rd.Buffered() > 0)
 			if c.flusher != nil {
 				c.flusher.flushBackends()
+				l.throttle(c) // gearman_loop_upstream_linux.go
 			}
 			return
 		}

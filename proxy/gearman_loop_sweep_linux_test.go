@@ -26,6 +26,7 @@ func (f *fakeLoopConn) Ready(uint32) bool                  { return !f.over }
 func (f *fakeLoopConn) Expire(time.Time)                   {}
 func (f *fakeLoopConn) Timed() bool                        { return f.timed }
 func (f *fakeLoopConn) Detach()                            {}
+func (f *fakeLoopConn) Backlog() int                       { return 0 }
 
 var _ routing.GearmanLoopConn = (*fakeLoopConn)(nil)
 

@@ -31,6 +31,8 @@ type loopUpstreams struct {
 	ntimed int                       // loop only: those with an I/O timeout (Timed)
 	swept  time.Time                 // loop only: last sweep
 
+	throttled []*gearmanConn // loop only: not read while their upstreams catch up (throttle)
+
 	attaches []routing.GearmanLoopConn // guarded by gearmanLoop.mu: opened, to register
 	resumes  []loopResume              // guarded by gearmanLoop.mu: connections to read again
 }
@@ -74,13 +76,74 @@ func (l *gearmanLoop) resume(c *gearmanConn, err error) {
 
 // suspend stops reading c while a goroutine handles its request.
 func (l *gearmanLoop) suspend(c *gearmanConn) {
+	l.pause(c)
+	if c.flusher != nil {
+		c.flusher.flushBackends() // the requests before this one
+	}
+}
+
+// pause takes c out of the poller: it is not read until unpause.
+func (l *gearmanLoop) pause(c *gearmanConn) {
 	c.paused = true
 	c.watch.setFlag(watchPaused, true) // neither idle nor reading a request
 	l.poll.Del(c.fd)
 	c.wantOut = false
-	if c.flusher != nil {
-		c.flusher.flushBackends() // the requests before this one
+}
+
+// unpause reads c again after pause; false if it was closed instead,
+// because of err (its off-loop request's) or otherwise.
+func (l *gearmanLoop) unpause(c *gearmanConn, err error) bool {
+	c.paused = false
+	c.watch.setFlag(watchPaused, false)
+	if e := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); e != nil || err != nil || c.closeReq.Load() {
+		l.close(c)
+		return false
 	}
+	return true
+}
+
+// backlogHigh and backlogLow, fractions of the write buffer limit (the
+// bound of an upstream session's waiting output), are where a client is
+// paused while an upstream session of its has more waiting, and resumed.
+func backlogHigh(limit int) int { return limit / 2 }
+func backlogLow(limit int) int  { return limit / 4 }
+
+// throttle pauses c, whose requests were all handled and sent, when one of
+// its upstream sessions has more output waiting than backlogHigh; it is
+// read again once they are under backlogLow (unthrottle).
+func (l *gearmanLoop) throttle(c *gearmanConn) {
+	gs, ok := c.flusher.(*gwSession)
+	limit := l.srv.maxOutput()
+	if !ok || limit <= 0 || !gs.backlogged(backlogHigh(limit)) {
+		return
+	}
+	l.pause(c)
+	l.throttled = append(l.throttled, c)
+}
+
+// unthrottle reads again the throttled connections whose upstreams caught
+// up (or whose sessions ended).
+func (l *gearmanLoop) unthrottle() {
+	if len(l.throttled) == 0 {
+		return
+	}
+	limit := backlogLow(l.srv.maxOutput())
+	n := 0
+	for _, c := range l.throttled {
+		switch {
+		case c.closed:
+		case c.flusher.(*gwSession).backlogged(limit):
+			l.throttled[n] = c
+			n++
+		case l.unpause(c, nil):
+			l.write(c) // output that waited for room while it was out of the poller
+			if !c.closed {
+				l.read(c) // what came meanwhile; may throttle it again
+			}
+		}
+	}
+	clear(l.throttled[n:])
+	l.throttled = l.throttled[:n]
 }
 
 // upstreamWork registers the upstream sessions opened and resumes the
@@ -114,13 +177,10 @@ func (l *gearmanLoop) upstreamWork() {
 		if c.closed {
 			continue
 		}
-		c.paused = false
-		c.watch.setFlag(watchPaused, false)
 		if c.srv.metrics != nil {
 			c.countFrame(&codec.Frame{Kind: codec.KindPacket, Packet: codec.Packet{Type: c.held}}, r.err)
 		}
-		if err := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); err != nil || r.err != nil || c.closeReq.Load() {
-			l.close(c)
+		if !l.unpause(c, r.err) {
 			continue
 		}
 		l.write(c) // output that waited for room while it was out of the poller

@@ -67,6 +67,9 @@ type GearmanLoopConn interface {
 	// Timed reports whether Expire can ever fail the session (the backend
 	// has an I/O timeout): a loop with no such session need not sweep.
 	Timed() bool
+	// Backlog returns how many bytes wait for the backend to read them:
+	// the loop stops reading a client whose sessions have too many.
+	Backlog() int
 	// Detach releases the socket without reporting anything, for a loop
 	// that is shutting down. Close first.
 	Detach()

@@ -364,6 +364,13 @@ func (s *gearmanLoopSession) Expire(now time.Time) {
 // Timed reports whether the backend has an I/O timeout for Expire.
 func (s *gearmanLoopSession) Timed() bool { return s.cfg.IOTimeout > 0 }
 
+// Backlog returns the bytes queued and not yet taken by the socket.
+func (s *gearmanLoopSession) Backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.out)
+}
+
 // Detach releases the socket without reporting.
 func (s *gearmanLoopSession) Detach() {
 	s.reported = true
