@@ -10,6 +10,7 @@ import (
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 )
 
@@ -71,4 +72,22 @@ func TestGearmanGatewayLoopUpstreamBacklog(t *testing.T) {
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestGearmanGatewayLoopJobOverWriteLimit: a job larger than the write
+// buffer limit (but within the packet size limit) is submitted through
+// the loop gateway as through a goroutine one, twice on one session.
+func TestGearmanGatewayLoopJobOverWriteLimit(t *testing.T) {
+	up := testutil.StartGearmand(t)
+	addr, srv := startGearmanGateway(t, reloadConfig(t, []string{up}, "g1"), gearman.Config{},
+		func(g *GearmanConfig) { g.MaxOutput = 1 << 20 })
+	cl := dialGW(t, addr)
+	body := strings.Repeat("d", 2<<20)
+	for i := 0; i < 2; i++ {
+		cl.send(codec.SubmitJobBg, "moved.big", "", body)
+		if p := cl.next(); p.Type != codec.JobCreated {
+			t.Fatalf("submit %d: %v", i, p.String())
+		}
+	}
+	loopServed(t, srv)
 }
