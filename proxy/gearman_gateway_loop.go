@@ -85,7 +85,7 @@ func (s *gwSession) openConn(b *routing.Backend, bs *gwBackend) error {
 			Packet: func(p *codec.Packet) { s.deliver(bs, p) },
 			Closed: func(err error) { s.lost(bs, err); s.runActions() },
 			Idle:   s.runActions, // the loop writes the client after its batch
-		}, s.gw.srv.maxOutput())
+		}, s.gw.srv.maxOutput) // read when output waits: SetLimits applies
 		if err != nil {
 			return err
 		}

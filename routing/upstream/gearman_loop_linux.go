@@ -27,7 +27,7 @@ func (g *Gearman) CanLoop() bool { return g.cfg.TLS == nil }
 // caller's event loop (routing.GearmanLoopConn): its socket is taken out
 // of the Go runtime's poller, so a reply costs no goroutine wakeup, only
 // the loop's read. It blocks while dialling: call it off the loop.
-func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPending int) (routing.GearmanLoopConn, error) {
+func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPending func() int) (routing.GearmanLoopConn, error) {
 	if g.cfg.TLS != nil {
 		return nil, routing.ErrNoLoop
 	}
@@ -67,7 +67,7 @@ func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPen
 type gearmanLoopSession struct {
 	cfg        *GearmanConfig
 	ev         routing.GearmanEvents
-	maxPending int
+	maxPending func() int // nil: no bound
 
 	rd       *gearman.Reader // loop only
 	rfd      int             // loop only: the socket, open until end or Detach
@@ -103,15 +103,17 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 	if s.err != nil {
 		return s.err
 	}
-	if s.maxPending > 0 && len(s.out) > s.maxPending {
-		// Make room first: the socket may take what waits now.
-		if err := s.writeLocked(); err != nil {
-			return err
-		}
-		// The bound is on what waits before p, so that one request larger
-		// than it (up to the packet size limit) still goes through.
-		if len(s.out) > s.maxPending {
-			return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+	if len(s.out) > 0 && s.maxPending != nil {
+		if bound := s.maxPending(); bound > 0 && len(s.out) > bound {
+			// Make room first: the socket may take what waits now.
+			if err := s.writeLocked(); err != nil {
+				return err
+			}
+			// The bound is on what waits before p, so that one request
+			// larger than it (up to the packet size limit) still goes.
+			if len(s.out) > bound {
+				return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+			}
 		}
 	}
 	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
