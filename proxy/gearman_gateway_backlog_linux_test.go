@@ -36,7 +36,10 @@ func TestGearmanGatewayLoopUpstreamBacklog(t *testing.T) {
 	})
 	c := reloadConfig(t, []string{slow}, "g1")
 	c.Backends[0].IOTimeout = time.Minute
-	addr, srv := startGearmanGateway(t, c, gearman.Config{}, func(g *GearmanConfig) { g.MaxOutput = 1 << 20 })
+	// A limit well above what one read of the client can add to the
+	// backlog (a few of these frames): the pause, at half of it, comes
+	// before the limit itself fails the session.
+	addr, srv := startGearmanGateway(t, c, gearman.Config{}, func(g *GearmanConfig) { g.MaxOutput = 4 << 20 })
 	cl := dialGW(t, addr)
 	// Open the session first (CAN_DO needs no reply), so that the pause
 	// below is not the one for dialling.
@@ -50,8 +53,8 @@ func TestGearmanGatewayLoopUpstreamBacklog(t *testing.T) {
 	}
 	srv.mu.Unlock()
 
-	const jobs = 24
-	body := strings.Repeat("d", 512<<10) // 12 MiB in all: more than the socket buffers take
+	const jobs = 128
+	body := strings.Repeat("d", 256<<10) // 32 MiB in all: more than the socket buffers take
 	var batch []byte
 	for i := 0; i < jobs; i++ {
 		batch = append(batch, pkt(codec.SubmitJobBg, "moved."+strconv.Itoa(i), "", body)...)
