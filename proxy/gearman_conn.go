@@ -76,6 +76,7 @@ type gearmanConn struct {
 	wantOut  bool          // EPOLLOUT is registered: output is waiting for room
 	closed   bool          // closed by the loop
 	paused   bool          // a request is handled off the loop: not in the poller, not read
+	held     codec.Type    // the type of that request, counted in metrics once handled
 	closeReq atomic.Bool   // any goroutine: the loop should close it
 
 	auth  *connAuth // nil until a request arrives while auth is on (gearman_auth.go)

@@ -96,6 +96,10 @@ type gearmanGateway struct {
 	srv   *GearmanServer
 	cur   atomic.Pointer[gwRouting] // swapped whole by a reload (gearman_gateway_reload.go)
 	trace *gwTrace                  // nil: tracing off (gearman_gateway_trace.go); kept across reloads
+	// dials is the parent of every session dial; Shutdown cancels it
+	// (stopDials), so that no dial outlives the server.
+	dials     context.Context
+	stopDials context.CancelFunc
 }
 
 // gwRouting is the routing of one configuration; immutable.
@@ -114,6 +118,7 @@ func newGearmanGateway(s *GearmanServer, g *GearmanGateway) (*gearmanGateway, er
 		return nil, err
 	}
 	gw := &gearmanGateway{srv: s, trace: newGwTrace(s.cfg.Tracer, s.cfg.TraceTableSize, s.guard.clk)}
+	gw.dials, gw.stopDials = context.WithCancel(context.Background())
 	gw.cur.Store(rt)
 	for _, h := range rt.cfg.health {
 		h.Start()
@@ -258,5 +263,5 @@ func buildGearmanGateway(c *config.Config, m *metrics.Metrics, prev map[string]b
 
 // openTimeout is the context for dialling one backend session.
 func (gw *gearmanGateway) openTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), gw.rt().cfg.DialTimeout)
+	return context.WithTimeout(gw.dials, gw.rt().cfg.DialTimeout)
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/routing"
@@ -21,8 +23,14 @@ import (
 // GRAB_JOB moving on, after a NO_JOB, to a backend whose session is gone
 // continues on a goroutine likewise (grabOffLoop).
 //
+// Backpressure: a client whose upstream sessions have more than half the
+// write buffer limit waiting for the backend is not read until they are
+// under a quarter (backlogged, gearmanLoop.throttle), as a goroutine
+// connection blocks on its write; the limit itself fails a session only
+// when one read's requests overshoot it.
+//
 // Locks: a loop session's own lock comes after gwBackend.sendMu (Send) and
-// takes no other; gearmanLoop.mu comes after gwSession.openMu (attach).
+// takes no other; gearmanLoop.mu comes after a gwSession.opening lock (attach).
 // The loop calls a session's callbacks (deliver, lost) with no lock held.
 
 // errNotOpen: a loop connection asked for a session that is not open, and
@@ -38,14 +46,18 @@ var errSuspended = errors.New("gearman gateway: request handled off the loop")
 // connections with goroutines, whose writes to it may block.
 func (gw *gearmanGateway) loopable() bool { return gw.rt().loopable() }
 
-// loopable reports whether the event loop can serve every upstream of rt.
+// loopable reports whether the event loop can serve every upstream of rt:
+// every one its handle map decodes, routed to or not, since a WORK_* or
+// GET_STATUS with a handle on it (held from before a reload, or forged)
+// opens a session there.
 func (rt *gwRouting) loopable() bool {
-	for _, b := range rt.routed {
-		if !b.CanLoop() {
-			return false
+	ok := true
+	rt.cfg.Handles.Each(func(b *routing.Backend) {
+		if b.ID != routing.LocalID && b.Gearman != nil && !b.CanLoop() {
+			ok = false
 		}
-	}
-	return true
+	})
+	return ok
 }
 
 // notOpenLocked is why a loop connection has no session on b: the error
@@ -58,17 +70,22 @@ func (s *gwSession) notOpenLocked(b *routing.Backend) error {
 }
 
 // openConn opens the upstream session of bs: an event-loop session for a
-// loop connection when the backend allows one (attached to the loop once
-// bs.conn is set), an ordinary one otherwise.
+// loop connection (attached to the loop once bs.conn is set), an ordinary
+// one otherwise. A loop connection never gets an ordinary session, whose
+// Send and Flush may block the loop: a backend the loop cannot serve (TLS;
+// loopable keeps them away, this is the last guard) is unavailable to it.
 func (s *gwSession) openConn(b *routing.Backend, bs *gwBackend) error {
+	if s.c.loop != nil && !b.CanLoop() {
+		return fmt.Errorf("%w: %s cannot be served on the event loop", routing.ErrUnavailable, b.Name)
+	}
 	ctx, cancel := s.gw.openTimeout()
 	defer cancel()
-	if l := s.c.loop; l != nil && b.CanLoop() {
+	if l := s.c.loop; l != nil {
 		conn, err := b.OpenGearmanLoop(ctx, routing.GearmanEvents{
 			Packet: func(p *codec.Packet) { s.deliver(bs, p) },
 			Closed: func(err error) { s.lost(bs, err); s.runActions() },
 			Idle:   s.runActions, // the loop writes the client after its batch
-		}, s.gw.srv.maxOutput())
+		}, s.gw.srv.maxOutput) // read when output waits: SetLimits applies
 		if err != nil {
 			return err
 		}
@@ -104,7 +121,7 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 	if p.Magic != codec.Req {
 		return
 	}
-	rt := s.gw.rt()
+	rt := s.rt()
 	var stack [8]*routing.Backend
 	switch {
 	case isSubmit(p.Type):
@@ -137,16 +154,18 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 		p.Type == codec.GrabJobAll:
 		s.mu.Lock()
 		set := append(stack[:0], s.workerSet...)
+		next := s.grabNext
 		s.mu.Unlock()
 		if p.Type != codec.PreSleep {
-			n := 0
-			for _, b := range set {
-				if b.Available() { // tryGrab skips the others
-					set[n] = b
-					n++
+			// Only the first backend tryGrab tries (it skips unavailable
+			// ones): it dials the next ones when it reaches them
+			// (grabOffLoop), and not at all once a job is assigned.
+			for i := range set {
+				if b := set[(next+i)%len(set)]; b.Available() {
+					set = append(set[:0], b)
+					break
 				}
 			}
-			set = set[:n]
 		}
 		s.eachUnopened(set, f)
 	}
@@ -181,9 +200,16 @@ func (s *gwSession) unopened(b *routing.Backend) bool {
 // sessions it needs, and then gives the connection back to the loop. The
 // loop reads nothing more from the connection meanwhile, so requests stay
 // in order.
+//
+// Its goroutine, like grabOffLoop's, counts in the server's wait group, so
+// Shutdown waits for it (and cancels its dial). The loop goroutine, or
+// another such goroutine, is counted while it starts one, so the count is
+// never zero then.
 func (s *gwSession) handleOffLoop(p *codec.Packet) error {
 	cp := p.Clone()
+	s.gw.srv.wg.Add(1)
 	go func() {
+		defer s.gw.srv.wg.Done()
 		s.preopen(&cp)
 		err := s.handle(&cp)
 		s.runActions()
@@ -197,26 +223,48 @@ func (s *gwSession) handleOffLoop(p *codec.Packet) error {
 
 // preopen dials the sessions handling p needs. A failure is kept in
 // openErr, where session finds it while p is handled, so that the request
-// fails (or fails over) as it would have after dialling itself.
+// fails (or fails over) as it would have after dialling itself. A
+// SUBMIT_* dials its pool's backends in turn, until one opens; the other
+// requests need all theirs, dialled at once, so that blackholed backends
+// cost one dial timeout, not one each.
 func (s *gwSession) preopen(p *codec.Packet) {
-	s.opens(p, func(b *routing.Backend) bool {
-		_, err := s.sessionDial(b, true)
-		if err != nil {
-			s.mu.Lock()
-			if s.openErr == nil {
-				s.openErr = map[*routing.Backend]error{}
-			}
-			s.openErr[b] = err
-			s.mu.Unlock()
+	if isSubmit(p.Type) {
+		s.opens(p, func(b *routing.Backend) bool { return s.preopenOne(b) })
+		return
+	}
+	var all []*routing.Backend
+	s.opens(p, func(b *routing.Backend) bool { all = append(all, b); return false })
+	if len(all) == 1 {
+		s.preopenOne(all[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, b := range all {
+		wg.Go(func() { s.preopenOne(b) })
+	}
+	wg.Wait()
+}
+
+// preopenOne dials b for preopen and reports whether it opened.
+func (s *gwSession) preopenOne(b *routing.Backend) bool {
+	_, err := s.sessionDial(b, true)
+	if err != nil {
+		s.mu.Lock()
+		if s.openErr == nil {
+			s.openErr = map[*routing.Backend]error{}
 		}
-		return err == nil && isSubmit(p.Type)
-	})
+		s.openErr[b] = err
+		s.mu.Unlock()
+	}
+	return err == nil
 }
 
 // grabOffLoop goes on with GRAB_JOB r on a goroutine, which may dial b,
 // the backend it was about to try.
 func (s *gwSession) grabOffLoop(r *gwReply, b *routing.Backend) {
+	s.gw.srv.wg.Add(1)
 	go func() {
+		defer s.gw.srv.wg.Done()
 		if _, err := s.sessionDial(b, true); err == nil {
 			s.mu.Lock()
 			r.grab.left = append([]*routing.Backend{b}, r.grab.left...)
@@ -225,4 +273,22 @@ func (s *gwSession) grabOffLoop(r *gwReply, b *routing.Backend) {
 		s.tryGrab(r)
 		s.afterAsync()
 	}()
+}
+
+// backlogged reports whether one of the connection's event-loop sessions
+// has more than limit bytes waiting for its backend to read them: the loop
+// then stops reading the client (gearmanLoop.throttle), as a goroutine
+// connection blocks on its write, rather than queue without end or fail
+// the session at the write buffer limit.
+func (s *gwSession) backlogged(limit int) bool {
+	var stack [8]*gwBackend
+	s.mu.Lock()
+	open := append(stack[:0], s.backends...)
+	s.mu.Unlock()
+	for _, bs := range open {
+		if lc, ok := bs.conn.(routing.GearmanLoopConn); ok && lc.Backlog() > limit {
+			return true
+		}
+	}
+	return false
 }

@@ -241,10 +241,8 @@ func TestGearmanGatewayLoopTLSUpstream(t *testing.T) {
 		c.Backends[1].TLS.Enabled = true
 		return c
 	}
-	_, srv := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
-	if srv.cfg.Goroutines {
-		t.Fatal("a plain-TCP gateway is not on the event loop")
-	}
+	addr, srv := startGearmanGateway(t, reloadConfig(t, up, "g1"), gearman.Config{})
+	loopRunning(t, addr, srv)
 	if _, err := srv.PrepareReload(withTLS(), nil); err == nil || !strings.Contains(err.Error(), "TLS upstream") {
 		t.Fatalf("reload adding a TLS upstream: %v", err)
 	}

@@ -58,8 +58,11 @@ func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (app
 	if err != nil {
 		return nil, err
 	}
-	if !s.cfg.Goroutines && !rt.loopable() {
+	if !rt.loopable() && s.loop.Load() != nil {
 		// Its writes could block the event loop (gearman_gateway_loop.go).
+		// Before Serve, the loop does not start for such a routing; a
+		// Serve racing this reload gets loop connections that refuse the
+		// TLS backend (openConn).
 		return nil, errors.New("gearman gateway: a TLS upstream cannot join a gateway served by the event loop; restart to add it")
 	}
 	return func() {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"sync/atomic"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -11,12 +12,30 @@ import (
 // Handle routes one request (gearmanHandler). See GearmanGateway for what
 // goes where.
 func (s *gwSession) Handle(p *codec.Packet) error {
+	// One routing for the whole request: a reload between needsOpen and
+	// handle must not find a backend needsOpen did not open.
+	s.pin = s.gw.rt()
 	if s.c.loop != nil && s.needsOpen(p) {
 		return s.handleOffLoop(p) // gearman_gateway_loop.go
+	}
+	if h := gwHandleHook.Load(); h != nil {
+		(*h)()
 	}
 	err := s.handle(p)
 	s.runActions()
 	return err
+}
+
+// gwHandleHook, for tests, runs between Handle taking its routing and
+// handling the request on the connection's own goroutine.
+var gwHandleHook atomic.Pointer[func()]
+
+// rt is the routing of the request being handled (Handle pins it).
+func (s *gwSession) rt() *gwRouting {
+	if s.pin != nil {
+		return s.pin
+	}
+	return s.gw.rt()
 }
 
 func (s *gwSession) handle(p *codec.Packet) error {
@@ -33,7 +52,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		codec.SubmitReduceJob, codec.SubmitReduceJobBackground:
 		return s.submit(p)
 	case codec.GetStatus:
-		b, h := s.gw.rt().cfg.Handles.Decode(a[0])
+		b, h := s.rt().cfg.Handles.Decode(a[0])
 		if b == nil {
 			s.answer(codec.StatusRes, a[0], zeroArg, zeroArg, zeroArg, zeroArg)
 			return nil
@@ -43,7 +62,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		return s.statusUnique(p)
 	case codec.WorkStatus, codec.WorkComplete, codec.WorkFail, codec.WorkException,
 		codec.WorkData, codec.WorkWarning:
-		b, h := s.gw.rt().cfg.Handles.Decode(a[0])
+		b, h := s.rt().cfg.Handles.Decode(a[0])
 		var bs *gwBackend
 		if b != nil {
 			bs, _ = s.session(b)
@@ -184,7 +203,7 @@ func (s *gwSession) submit(p *codec.Packet) error {
 		start = time.Now()
 	}
 	fn := p.Function()
-	pool := s.gw.rt().cfg.Rules.Match(fn)
+	pool := s.rt().cfg.Rules.Match(fn)
 	if pool == nil {
 		s.answer(codec.Error, []byte(codec.CodeQueueError), []byte("jobgate: no route for function "+string(fn)))
 		if s.gw.trace != nil {
@@ -229,7 +248,7 @@ func (s *gwSession) submit(p *codec.Packet) error {
 // canDo registers a function on every backend of its pool.
 func (s *gwSession) canDo(p *codec.Packet) error {
 	fn := p.Function()
-	pool := s.gw.rt().cfg.Rules.Match(fn)
+	pool := s.rt().cfg.Rules.Match(fn)
 	if pool == nil {
 		return nil // nothing is ever submitted to it
 	}
@@ -351,7 +370,7 @@ func (s *gwSession) tryGrab(r *gwReply) {
 // id names no function, so it has no route. The first backend that knows
 // the job answers; "unknown" when none does.
 func (s *gwSession) statusUnique(p *codec.Packet) error {
-	rt := s.gw.rt()
+	rt := s.rt()
 	targets := rt.routed
 	if rt.local {
 		targets = append([]*routing.Backend{s.local.b}, targets...)

@@ -23,13 +23,16 @@ import (
 // are written at once.
 //
 // Goroutines: Handle, HandleText and flushBackends run on the
-// connection's read loop; deliver runs on upstream reader goroutines and,
-// for the local engine, on whichever goroutine the engine emits from; lost
-// runs on an upstream reader. Actions that must call into a backend after a
-// packet arrived (a GRAB_JOB moving on after NO_JOB) are queued in actions
-// and run by the goroutine that delivered, with no lock held.
+// connection's read loop, or, for a connection on the event loop, on the
+// loop goroutine, except a request handled off the loop (handleOffLoop,
+// grabOffLoop: gearman_gateway_loop.go). deliver and lost run on an
+// upstream session's reader goroutine or, for a loop session, on the loop
+// goroutine; for the local engine deliver runs on whichever goroutine the
+// engine emits from. Actions that must call into a backend after a packet
+// arrived (a GRAB_JOB moving on after NO_JOB) are queued in actions and
+// run by the goroutine that delivered, with no lock held.
 //
-// Lock order: openMu, then gwBackend.sendMu, then the engine's lock, then
+// Lock order: an opening lock, then gwBackend.sendMu, then the engine's lock, then
 // gwLocal.mu, then mu, then the connection's locks (gearmanConn.mu, ...).
 // mu is never held while calling into a backend.
 type gwSession struct {
@@ -37,8 +40,8 @@ type gwSession struct {
 	c     *gearmanConn
 	local *gwBackend // the local engine's session, open for the whole connection
 
-	openMu   sync.Mutex   // serialises opening upstream sessions
 	flushBuf []*gwBackend // owned by the read loop (flushBackends)
+	pin      *gwRouting   // owned by the request's handler: its routing (Handle)
 
 	mu         sync.Mutex
 	fifo       []*gwReply            // guarded by mu: replies owed to the client, in request order
@@ -58,6 +61,9 @@ type gwSession struct {
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
 	openErr map[*routing.Backend]error
+	// opening, guarded by mu, serialises opening a session per backend;
+	// sessions on different backends open in parallel.
+	opening map[*routing.Backend]*sync.Mutex
 }
 
 // gwBackend is one backend session of a gwSession.
@@ -184,8 +190,9 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 	if bs := s.find(b); bs != nil {
 		return bs, nil
 	}
-	s.openMu.Lock()
-	defer s.openMu.Unlock()
+	om := s.openLock(b)
+	om.Lock()
+	defer om.Unlock()
 	if bs := s.find(b); bs != nil {
 		return bs, nil
 	}
@@ -233,6 +240,21 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 	}
 	bs.dirty.Store(len(replay) > 0)
 	return bs, nil
+}
+
+// openLock returns the lock that serialises opening sessions on b.
+func (s *gwSession) openLock(b *routing.Backend) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opening == nil {
+		s.opening = map[*routing.Backend]*sync.Mutex{}
+	}
+	m := s.opening[b]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.opening[b] = m
+	}
+	return m
 }
 
 // find returns the live session on b, or nil.
@@ -304,6 +326,11 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 		}
 		s.flushFIFOLocked()
 		s.mu.Unlock()
+	case routing.IsTransport(err):
+		// The session failed itself and reports it (Closed, which the
+		// breaker counts): answer its requests now, but do not Close it,
+		// which would silence that report.
+		s.forget(bs, err)
 	default:
 		s.lost(bs, err)
 	}
@@ -374,10 +401,17 @@ func (s *gwSession) failLocked(b *routing.Backend, r *gwReply, why string) {
 // lost ends a backend session that failed: its pending requests are
 // answered (failLocked) and the next request reopens it.
 func (s *gwSession) lost(bs *gwBackend, err error) {
+	if s.forget(bs, err) && bs.conn != nil {
+		bs.conn.Close()
+	}
+}
+
+// forget is lost without closing the session; false if it was gone.
+func (s *gwSession) forget(bs *gwBackend, err error) bool {
 	s.mu.Lock()
 	if bs.dead {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	bs.dead = true
 	if i := indexBackend(s.backends, bs); i >= 0 {
@@ -404,9 +438,7 @@ func (s *gwSession) lost(bs *gwBackend, err error) {
 	s.flushFIFOLocked()
 	s.mu.Unlock()
 	s.gw.srv.log.Debug("gearman gateway: backend session lost", "backend", bs.b.Name, "err", err)
-	if bs.conn != nil {
-		bs.conn.Close()
-	}
+	return true
 }
 
 func indexBackend(bss []*gwBackend, bs *gwBackend) int {

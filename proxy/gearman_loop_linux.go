@@ -193,6 +193,7 @@ func (l *gearmanLoop) housekeep() bool {
 		l.register(c)
 	}
 	l.upstreamWork()
+	l.unthrottle()
 	l.flush()
 	// Goroutine connections this batch gave output to.
 	l.srv.flushGoroutineDirty()
@@ -315,6 +316,7 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 			c.watch.setFlag(watchPartial, c.rd.Buffered() > 0)
 			if c.flusher != nil {
 				c.flusher.flushBackends()
+				l.throttle(c) // gearman_loop_upstream_linux.go
 			}
 			return
 		}
@@ -341,11 +343,13 @@ func (l *gearmanLoop) read(c *gearmanConn) {
 		case codec.KindText:
 			err = c.handleText(f.Text)
 		}
-		if err == errSuspended { // gearman_gateway_loop.go
+		suspended := err == errSuspended // gearman_gateway_loop.go
+		if suspended {
 			err = nil
 			l.suspend(c)
+			c.held = f.Packet.Type // counted once handled (upstreamWork)
 		}
-		if c.srv.metrics != nil {
+		if c.srv.metrics != nil && !suspended {
 			c.countFrame(&f, err)
 		}
 		if err != nil || c.closeReq.Load() {

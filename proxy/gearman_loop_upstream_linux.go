@@ -5,6 +5,7 @@ package proxy
 import (
 	"time"
 
+	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/routing"
 )
@@ -14,9 +15,9 @@ import (
 // being handled off the loop.
 //
 // Upstream sessions have epoll ids below wakeID (upID), slots in ups. The
-// loop sweeps them for overdue replies every upSweep while any is open,
-// which bounds how long epoll_wait sleeps; with none open it sleeps until
-// something happens, as before.
+// loop sweeps them for overdue replies every upSweep while any with an I/O
+// timeout is open, which bounds how long epoll_wait sleeps; with none open
+// it sleeps until something happens, as before.
 
 // upSweep is how often the loop checks upstream sessions for I/O timeouts:
 // a timeout fires up to this much after it is due.
@@ -27,7 +28,10 @@ type loopUpstreams struct {
 	ups    []routing.GearmanLoopConn // loop only; by upstream slot
 	upFree []int32                   // loop only
 	nups   int                       // loop only: live sessions in ups
+	ntimed int                       // loop only: those with an I/O timeout (Timed)
 	swept  time.Time                 // loop only: last sweep
+
+	throttled []*gearmanConn // loop only: not read while their upstreams catch up (throttle)
 
 	attaches []routing.GearmanLoopConn // guarded by gearmanLoop.mu: opened, to register
 	resumes  []loopResume              // guarded by gearmanLoop.mu: connections to read again
@@ -72,12 +76,74 @@ func (l *gearmanLoop) resume(c *gearmanConn, err error) {
 
 // suspend stops reading c while a goroutine handles its request.
 func (l *gearmanLoop) suspend(c *gearmanConn) {
-	c.paused = true
-	l.poll.Del(c.fd)
-	c.wantOut = false
+	l.pause(c)
 	if c.flusher != nil {
 		c.flusher.flushBackends() // the requests before this one
 	}
+}
+
+// pause takes c out of the poller: it is not read until unpause.
+func (l *gearmanLoop) pause(c *gearmanConn) {
+	c.paused = true
+	c.watch.setFlag(watchPaused, true) // neither idle nor reading a request
+	l.poll.Del(c.fd)
+	c.wantOut = false
+}
+
+// unpause reads c again after pause; false if it was closed instead,
+// because of err (its off-loop request's) or otherwise.
+func (l *gearmanLoop) unpause(c *gearmanConn, err error) bool {
+	c.paused = false
+	c.watch.setFlag(watchPaused, false)
+	if e := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); e != nil || err != nil || c.closeReq.Load() {
+		l.close(c)
+		return false
+	}
+	return true
+}
+
+// backlogHigh and backlogLow, fractions of the write buffer limit (the
+// bound of an upstream session's waiting output), are where a client is
+// paused while an upstream session of its has more waiting, and resumed.
+func backlogHigh(limit int) int { return limit / 2 }
+func backlogLow(limit int) int  { return limit / 4 }
+
+// throttle pauses c, whose requests were all handled and sent, when one of
+// its upstream sessions has more output waiting than backlogHigh; it is
+// read again once they are under backlogLow (unthrottle).
+func (l *gearmanLoop) throttle(c *gearmanConn) {
+	gs, ok := c.flusher.(*gwSession)
+	limit := l.srv.maxOutput()
+	if !ok || limit <= 0 || !gs.backlogged(backlogHigh(limit)) {
+		return
+	}
+	l.pause(c)
+	l.throttled = append(l.throttled, c)
+}
+
+// unthrottle reads again the throttled connections whose upstreams caught
+// up (or whose sessions ended).
+func (l *gearmanLoop) unthrottle() {
+	if len(l.throttled) == 0 {
+		return
+	}
+	limit := backlogLow(l.srv.maxOutput())
+	n := 0
+	for _, c := range l.throttled {
+		switch {
+		case c.closed:
+		case c.flusher.(*gwSession).backlogged(limit):
+			l.throttled[n] = c
+			n++
+		case l.unpause(c, nil):
+			l.write(c) // output that waited for room while it was out of the poller
+			if !c.closed {
+				l.read(c) // what came meanwhile; may throttle it again
+			}
+		}
+	}
+	clear(l.throttled[n:])
+	l.throttled = l.throttled[:n]
 }
 
 // upstreamWork registers the upstream sessions opened and resumes the
@@ -102,15 +168,19 @@ func (l *gearmanLoop) upstreamWork() {
 		}
 		l.ups[i] = u
 		l.nups++
+		if u.Timed() {
+			l.ntimed++
+		}
 	}
 	for _, r := range resumes {
 		c := r.c
 		if c.closed {
 			continue
 		}
-		c.paused = false
-		if err := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); err != nil || r.err != nil || c.closeReq.Load() {
-			l.close(c)
+		if c.srv.metrics != nil {
+			c.countFrame(&codec.Frame{Kind: codec.KindPacket, Packet: codec.Packet{Type: c.held}}, r.err)
+		}
+		if !l.unpause(c, r.err) {
 			continue
 		}
 		l.write(c) // output that waited for room while it was out of the poller
@@ -133,12 +203,15 @@ func (l *gearmanLoop) upReady(id int32, events uint32) {
 	l.ups[i] = nil
 	l.upFree = append(l.upFree, i)
 	l.nups--
+	if u.Timed() {
+		l.ntimed--
+	}
 }
 
 // waitMsec is how long epoll_wait may sleep: until the next sweep while
-// upstream sessions are open.
+// upstream sessions with an I/O timeout are open.
 func (l *gearmanLoop) waitMsec() int {
-	if l.nups == 0 {
+	if l.ntimed == 0 {
 		return -1
 	}
 	return int(upSweep / time.Millisecond)
@@ -147,7 +220,7 @@ func (l *gearmanLoop) waitMsec() int {
 // sweep fails upstream sessions whose replies or writes are overdue; their
 // sockets are shut down, so the next epoll_wait reports them.
 func (l *gearmanLoop) sweep() {
-	if l.nups == 0 {
+	if l.ntimed == 0 {
 		return
 	}
 	now := time.Now()
@@ -175,5 +248,5 @@ func (l *gearmanLoop) stopUpstreams() {
 			u.Detach()
 		}
 	}
-	l.ups, l.nups = nil, 0
+	l.ups, l.nups, l.ntimed = nil, 0, 0
 }

@@ -119,7 +119,7 @@ type GearmanServer struct {
 	conns     map[*gearmanConn]struct{} // guarded by mu
 	closing   bool                      // guarded by mu: Shutdown called
 	addr      net.Addr                  // guarded by mu: first listener's address
-	wg        sync.WaitGroup            // two per connection: its read loop and its writer
+	wg        sync.WaitGroup            // two per connection: its read loop and its writer; the event loop; requests handled off it
 
 	dmu   sync.Mutex     // guards dirty
 	dirty []*gearmanConn // idle connections with output queued by others
@@ -259,7 +259,7 @@ func (s *GearmanServer) Serve(l net.Listener) error {
 	// Started under mu, so that Shutdown, which sets closing under mu,
 	// either sees the loop to stop it or keeps it from starting.
 	s.loopOnce.Do(func() {
-		if s.cfg.Goroutines {
+		if s.cfg.Goroutines || (s.gw != nil && !s.gw.loopable()) { // a reload may have added TLS
 			return
 		}
 		loop, err := startGearmanLoop(s)
@@ -320,6 +320,9 @@ func (s *GearmanServer) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	if loop := s.loop.Load(); loop != nil {
 		loop.stop()
+	}
+	if s.gw != nil {
+		s.gw.stopDials() // requests handled off the loop stop dialling
 	}
 	done := make(chan struct{})
 	go func() {

@@ -71,6 +71,9 @@ func (l *Limits) sweepPeriod() time.Duration {
 const (
 	watchPartial uint32 = 1 << iota // waiting for the rest of a started request
 	watchWriting                    // output is waiting for the client to read
+	// watchPaused: a request is handled off the Gearman event loop
+	// (gearman_gateway_loop.go); the connection is busy, not reading.
+	watchPaused
 )
 
 // connWatch is the per-connection state the timeouts need. The connection
@@ -81,7 +84,7 @@ const (
 type connWatch struct {
 	frames atomic.Uint32 // bumped per request received
 	wrote  atomic.Uint32 // bumped per write that made progress
-	flags  atomic.Uint32 // watchPartial | watchWriting
+	flags  atomic.Uint32 // watchPartial | watchWriting | watchPaused
 
 	// The sweeper's own, under connGuard.mu.
 	busy             func() bool            // something pending: never idle
@@ -239,6 +242,8 @@ func (g *connGuard) sweep() {
 		switch {
 		case lim.WriteTimeout > 0 && w.writeWait >= lim.WriteTimeout:
 			victims = append(victims, victim{w, connlimit.ReasonWriteTimeout})
+		case flags&watchPaused != 0:
+			w.quiet = 0 // busy until it is read again
 		case flags&watchPartial != 0:
 			if lim.ReadTimeout > 0 && w.quiet >= lim.ReadTimeout {
 				victims = append(victims, victim{w, connlimit.ReasonReadTimeout})

@@ -108,3 +108,13 @@ func (m *HandleMap) Decode(h []byte) (*Backend, []byte) {
 	}
 	return b, rest
 }
+
+// Each calls f for every backend of the map: those whose handles Decode
+// can return, routed to or not.
+func (m *HandleMap) Each(f func(*Backend)) {
+	for _, b := range m.backends {
+		if b != nil {
+			f(b)
+		}
+	}
+}

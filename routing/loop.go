@@ -34,10 +34,14 @@ type GearmanLoopBackend interface {
 	CanLoop() bool
 	// OpenLoop connects (blocking: call it off the loop) and returns a
 	// session with no goroutine of its own; ev's callbacks run on the loop
-	// goroutine, from Ready. maxPending bounds the bytes that may wait for
-	// the backend to read them before the session fails (0: no bound).
+	// goroutine, from Ready. maxPending, when not nil, returns the bound
+	// on the bytes that may wait for the backend to read them (0: none);
+	// it is called when output waits, so a limit changed later applies. A
+	// Send finding more waiting, after trying to write them, fails the
+	// session. The bound is on what waits before the request, so one
+	// request larger than it still goes.
 	// ErrNoLoop when this backend cannot; other errors as Open's.
-	OpenLoop(ctx context.Context, ev GearmanEvents, maxPending int) (GearmanLoopConn, error)
+	OpenLoop(ctx context.Context, ev GearmanEvents, maxPending func() int) (GearmanLoopConn, error)
 }
 
 // GearmanLoopConn is a Gearman backend session served by an event loop.
@@ -62,6 +66,12 @@ type GearmanLoopConn interface {
 	// Expire fails the session if a reply or a write is overdue at now
 	// (the backend's I/O timeout); the loop calls it from its sweep.
 	Expire(now time.Time)
+	// Timed reports whether Expire can ever fail the session (the backend
+	// has an I/O timeout): a loop with no such session need not sweep.
+	Timed() bool
+	// Backlog returns how many bytes wait for the backend to read them:
+	// the loop stops reading a client whose sessions have too many.
+	Backlog() int
 	// Detach releases the socket without reporting anything, for a loop
 	// that is shutting down. Close first.
 	Detach()
@@ -75,7 +85,7 @@ func (b *Backend) CanLoop() bool {
 
 // OpenGearmanLoop opens an event-loop session through the breaker, as
 // OpenGearman does; ErrNoLoop when the backend cannot serve one.
-func (b *Backend) OpenGearmanLoop(ctx context.Context, ev GearmanEvents, maxPending int) (GearmanLoopConn, error) {
+func (b *Backend) OpenGearmanLoop(ctx context.Context, ev GearmanEvents, maxPending func() int) (GearmanLoopConn, error) {
 	lb, ok := b.Gearman.(GearmanLoopBackend)
 	if !ok || !lb.CanLoop() {
 		return nil, ErrNoLoop

@@ -27,7 +27,7 @@ func (g *Gearman) CanLoop() bool { return g.cfg.TLS == nil }
 // caller's event loop (routing.GearmanLoopConn): its socket is taken out
 // of the Go runtime's poller, so a reply costs no goroutine wakeup, only
 // the loop's read. It blocks while dialling: call it off the loop.
-func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPending int) (routing.GearmanLoopConn, error) {
+func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPending func() int) (routing.GearmanLoopConn, error) {
 	if g.cfg.TLS != nil {
 		return nil, routing.ErrNoLoop
 	}
@@ -67,7 +67,7 @@ func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPen
 type gearmanLoopSession struct {
 	cfg        *GearmanConfig
 	ev         routing.GearmanEvents
-	maxPending int
+	maxPending func() int // nil: no bound
 
 	rd       *gearman.Reader // loop only
 	rfd      int             // loop only: the socket, open until end or Detach
@@ -103,10 +103,20 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 	if s.err != nil {
 		return s.err
 	}
-	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
-	if s.maxPending > 0 && len(s.out) > s.maxPending {
-		return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+	if len(s.out) > 0 && s.maxPending != nil {
+		if bound := s.maxPending(); bound > 0 && len(s.out) > bound {
+			// Make room first: the socket may take what waits now.
+			if err := s.writeLocked(); err != nil {
+				return err
+			}
+			// The bound is on what waits before p, so that one request
+			// larger than it (up to the packet size limit) still goes.
+			if len(s.out) > bound {
+				return s.failLocked("write", fmt.Errorf("%d bytes wait for the server to read them", len(s.out)))
+			}
+		}
 	}
+	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
 	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
 		s.outstanding++
 		if s.outstanding == 1 {
@@ -351,6 +361,16 @@ func (s *gearmanLoopSession) Expire(now time.Time) {
 	case !s.stalled.IsZero() && now.Sub(s.stalled) >= s.cfg.IOTimeout:
 		s.failLocked("write", routing.ErrTimeout)
 	}
+}
+
+// Timed reports whether the backend has an I/O timeout for Expire.
+func (s *gearmanLoopSession) Timed() bool { return s.cfg.IOTimeout > 0 }
+
+// Backlog returns the bytes queued and not yet taken by the socket.
+func (s *gearmanLoopSession) Backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.out)
 }
 
 // Detach releases the socket without reporting.

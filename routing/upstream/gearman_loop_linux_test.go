@@ -30,7 +30,7 @@ type loopSession struct {
 func openLoop(t *testing.T, g *Gearman, maxPending int) (*loopSession, *packets) {
 	t.Helper()
 	pk := newPackets()
-	c, err := g.OpenLoop(context.Background(), routing.GearmanEvents{Packet: pk.packet, Closed: pk.lost}, maxPending)
+	c, err := g.OpenLoop(context.Background(), routing.GearmanEvents{Packet: pk.packet, Closed: pk.lost}, func() int { return maxPending })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestGearmanLoopNotOverTLS(t *testing.T) {
 	if g.CanLoop() {
 		t.Fatal("a TLS upstream claims event-loop sessions")
 	}
-	if _, err := g.OpenLoop(context.Background(), eventsDiscard(), 0); !errors.Is(err, routing.ErrNoLoop) {
+	if _, err := g.OpenLoop(context.Background(), eventsDiscard(), nil); !errors.Is(err, routing.ErrNoLoop) {
 		t.Fatalf("OpenLoop over TLS: %v", err)
 	}
 }
@@ -294,7 +294,7 @@ func TestGearmanLoopBreaker(t *testing.T) {
 	}
 	pk := newPackets()
 	open := func() (routing.GearmanLoopConn, error) {
-		return b.OpenGearmanLoop(context.Background(), routing.GearmanEvents{Packet: pk.packet, Closed: pk.lost}, 0)
+		return b.OpenGearmanLoop(context.Background(), routing.GearmanEvents{Packet: pk.packet, Closed: pk.lost}, nil)
 	}
 	c, err := open()
 	if err != nil {

@@ -14,6 +14,6 @@ var _ routing.GearmanLoopBackend = (*Gearman)(nil)
 func (g *Gearman) CanLoop() bool { return false }
 
 // OpenLoop returns routing.ErrNoLoop: event-loop sessions need epoll.
-func (g *Gearman) OpenLoop(context.Context, routing.GearmanEvents, int) (routing.GearmanLoopConn, error) {
+func (g *Gearman) OpenLoop(context.Context, routing.GearmanEvents, func() int) (routing.GearmanLoopConn, error) {
 	return nil, routing.ErrNoLoop
 }
