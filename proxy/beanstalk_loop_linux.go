@@ -112,18 +112,8 @@ const (
 
 // startBeanstalkLoop opens the poller and starts the loop goroutine.
 func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
-	p, err := epoll.New()
+	p, w, err := epoll.NewWoken(wakeID)
 	if err != nil {
-		return nil, err
-	}
-	w, err := epoll.NewEventFD()
-	if err != nil {
-		p.Close()
-		return nil, err
-	}
-	if err := p.Add(w.FD(), epoll.In, wakeID); err != nil {
-		p.Close()
-		w.Close()
 		return nil, err
 	}
 	l := &beanstalkLoop{srv: s, poll: p, wake: w}

@@ -10,24 +10,16 @@ import (
 // end (id 3) registered.
 func newWaitFixture(t *testing.T) (*Poller, *EventFD, [2]int) {
 	t.Helper()
-	p, err := New()
+	p, ev, err := NewWoken(-1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
-	ev, err := NewEventFD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ev.Close() })
+	t.Cleanup(func() { p.Close(); ev.Close() })
 	var pp [2]int
 	if err := syscall.Pipe2(pp[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Close(pp[0]); syscall.Close(pp[1]) })
-	if err := p.Add(ev.FD(), In, -1); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.Add(pp[0], In, 3); err != nil {
 		t.Fatal(err)
 	}

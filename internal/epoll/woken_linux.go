@@ -1,0 +1,22 @@
+package epoll
+
+// NewWoken opens a poller with an eventfd already registered for reading
+// under id, for a loop that other goroutines wake: they Signal the eventfd,
+// the loop's Wait reports id, and the loop Drains it.
+func NewWoken(id int32) (*Poller, *EventFD, error) {
+	p, err := New()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := NewEventFD()
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	if err := p.Add(w.FD(), In, id); err != nil {
+		p.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	return p, w, nil
+}
