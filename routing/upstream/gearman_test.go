@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -165,7 +166,12 @@ func TestGearmanServerKilled(t *testing.T) {
 }
 
 // silentServer accepts connections and reads everything, answering nothing.
-func silentServer(t *testing.T) string {
+func silentServer(t *testing.T) string { return mute(t, true) }
+
+// mute accepts connections and answers nothing; with drain it reads
+// everything sent, else nothing, so that a client's writes fill the socket
+// buffers and then would block.
+func mute(t *testing.T, drain bool) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -180,14 +186,9 @@ func silentServer(t *testing.T) string {
 				return
 			}
 			conns.add(c)
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
+			if drain {
+				go io.Copy(io.Discard, c)
+			}
 		}
 	}()
 	return l.Addr().String()
