@@ -179,18 +179,14 @@ func (c *beanstalkConn) deferHold(d time.Duration) bool {
 func (l *beanstalkLoop) adopt(c *beanstalkConn) bool {
 	inner := unwrapConn(c.nc) // the limited wrapper is closed in close
 	tc, ok := inner.(interface {
-		SyscallConn() (syscall.RawConn, error)
+		syscall.Conn
 		SetNoDelay(bool) error
 	})
 	if !ok {
 		return false
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	tc.SetNoDelay(true) // replies are written deliberately; never delay them
-	fd, err := epoll.DupConn(rc.Control)
+	fd, err := epoll.DupConn(tc)
 	if err != nil {
 		return false
 	}

@@ -67,17 +67,11 @@ func startGearmanLoop(s *GearmanServer) (*gearmanLoop, error) {
 // a goroutine pair (its socket could not be taken over).
 func (l *gearmanLoop) adopt(c *gearmanConn) bool {
 	inner := unwrapConn(c.nc) // the admitted wrapper is closed in close
-	tc, ok := inner.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	})
+	tc, ok := inner.(syscall.Conn)
 	if !ok {
 		return false
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	fd, err := epoll.DupConn(rc.Control)
+	fd, err := epoll.DupConn(tc)
 	if err != nil {
 		return false
 	}

@@ -42,11 +42,7 @@ func (b *gearmanBench) runLoops(conns []benchConn) error {
 		}
 	}()
 	for i, c := range conns {
-		rc, err := c.conn().(syscall.Conn).SyscallConn()
-		if err != nil {
-			return err
-		}
-		fd, err := epoll.DupConn(rc.Control)
+		fd, err := epoll.DupConn(c.conn().(syscall.Conn))
 		if err != nil {
 			return err
 		}

@@ -167,11 +167,15 @@ func (e *EventFD) Close() error { return syscall.Close(e.fd) }
 // DupConn takes a connection's socket out of the Go runtime's poller: it
 // returns a duplicate of the descriptor (non-blocking, close-on-exec) after
 // which the caller closes the original net.Conn, leaving the socket open
-// for the event loop alone. control is the conn's syscall.RawConn.Control.
-func DupConn(control func(func(fd uintptr)) error) (int, error) {
+// for the event loop alone. c is the conn (a *net.TCPConn, for one).
+func DupConn(c syscall.Conn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
 	nfd := -1
 	var derr error
-	err := control(func(fd uintptr) {
+	err = rc.Control(func(fd uintptr) {
 		r, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
 		if e != 0 {
 			derr = e

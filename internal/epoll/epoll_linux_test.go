@@ -23,11 +23,7 @@ func TestPollerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := nc.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := DupConn(rc.Control)
+	fd, err := DupConn(nc.(*net.TCPConn))
 	if err != nil {
 		t.Fatal(err)
 	}

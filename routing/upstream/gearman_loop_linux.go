@@ -43,12 +43,7 @@ func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPen
 		nc.Close()
 		return nil, routing.ErrNoLoop
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		nc.Close()
-		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "dial", Err: err}
-	}
-	fd, err := epoll.DupConn(rc.Control)
+	fd, err := epoll.DupConn(tc)
 	nc.Close() // the duplicate keeps the socket open, outside the runtime's poller
 	if err != nil {
 		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "dial", Err: err}
