@@ -1,9 +1,7 @@
 package proxy_test
 
 import (
-	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,8 +31,6 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 	prod := bgwDial(t, addr)
 	work := bgwDial(t, addr)
 	id, tube, ts := bsReleaseRetry(t, prod, work)
-	host, port, _ := net.SplitHostPort(up)
-	rep := strings.NewReplacer("ID", strconv.FormatUint(id, 10), "SERVER", "server.address="+host+" server.port="+port)
 	want := []string{
 		"T1 send emails producer parent=- links=[] status=Unset messaging.destination.name=emails messaging.message.body.size=5 messaging.message.id=ID messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk SERVER",
 		"T1 receive emails client parent=send emails links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=emails messaging.message.body.size=5 messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
@@ -42,10 +38,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 		"T1 receive emails client parent=send emails links=[=] status=Unset jobgate.job.attempt=2 messaging.destination.name=emails messaging.message.body.size=5 messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
 		"T1 process emails consumer parent=send emails links=[] status=Unset jobgate.job.attempt=2 jobgate.job.outcome=completed messaging.destination.name=emails messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=process messaging.system=beanstalk SERVER wait events=retry{jobgate.job.attempt=2};touch",
 	}
-	for i := range want {
-		want[i] = rep.Replace(want[i])
-	}
-	checkSpans(t, waitSpans(t, rec, 5), want)
+	checkSpans(t, waitSpans(t, rec, 5), fillSpans(want, up, "ID", strconv.FormatUint(id, 10)))
 	rec.Reset()
 
 	// A bury, then a worker that goes away holding the kicked job.
@@ -58,7 +51,6 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 	w2 := bsDial(t, addr)
 	bsRoundTrip(t, w2, "watch emails\r\n", "WATCHING 2\r\n", "reserve\r\n", "RESERVED "+strconv.FormatUint(id2, 10)+" 1\r\nx\r\n")
 	w2.nc.Close()
-	rep = strings.NewReplacer("ID", strconv.FormatUint(id2, 10), "SERVER", "server.address="+host+" server.port="+port)
 	want = []string{
 		"T1 send emails producer parent=- links=[] status=Unset messaging.destination.name=emails messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk SERVER",
 		"T1 receive emails client parent=send emails links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=emails messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
@@ -66,10 +58,7 @@ func TestBeanstalkGatewayTrace(t *testing.T) {
 		"T1 receive emails client parent=send emails links=[=] status=Unset jobgate.job.attempt=2 messaging.destination.name=emails messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=reserve messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
 		"T1 process emails consumer parent=send emails links=[] status=Error error.type=worker_lost jobgate.job.attempt=2 jobgate.job.outcome=failed messaging.destination.name=emails messaging.message.id=ID messaging.operation.name=reserve messaging.operation.type=process messaging.system=beanstalk SERVER wait events=retry{jobgate.job.attempt=2}",
 	}
-	for i := range want {
-		want[i] = rep.Replace(want[i])
-	}
-	checkSpans(t, waitSpans(t, rec, 5), want)
+	checkSpans(t, waitSpans(t, rec, 5), fillSpans(want, up, "ID", strconv.FormatUint(id2, 10)))
 	rec.Reset()
 
 	// Puts the gateway refuses itself.

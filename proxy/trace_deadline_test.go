@@ -109,17 +109,12 @@ func TestBeanstalkGatewayTraceTTR(t *testing.T) {
 	clk.Advance(time.Millisecond)
 	expectEnded(t, rec, 3, "at the TTR")
 
-	host, port, _ := net.SplitHostPort(ups[1])
-	rep := strings.NewReplacer("ID", strconv.FormatUint(id, 10), "SERVER", "server.address="+host+" server.port="+port)
 	want := []string{
 		"T1 send ttr producer parent=- links=[] status=Unset messaging.destination.name=ttr messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=put messaging.operation.type=send messaging.system=beanstalk SERVER",
 		"T1 receive ttr client parent=send ttr links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=ttr messaging.message.body.size=1 messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=receive messaging.system=beanstalk SERVER wait",
 		"T1 process ttr consumer parent=send ttr links=[] status=Error error.type=ttr_expired jobgate.job.attempt=1 jobgate.job.outcome=ttr_expired messaging.destination.name=ttr messaging.message.id=ID messaging.operation.name=reserve-with-timeout messaging.operation.type=process messaging.system=beanstalk SERVER wait events=ttr_expired",
 	}
-	for i := range want {
-		want[i] = rep.Replace(want[i])
-	}
-	checkSpans(t, waitSpans(t, rec, 3), want)
+	checkSpans(t, waitSpans(t, rec, 3), fillSpans(want, ups[1], "ID", strconv.FormatUint(id, 10)))
 	if n := clk.Pending(); n != base {
 		t.Fatalf("%d timers pending at the end, want %d", n, base)
 	}
@@ -197,8 +192,6 @@ func TestGearmanGatewayTraceCanDoTimeout(t *testing.T) {
 	w2.send(codec.WorkComplete, h, "ok")
 	w2.sync()
 
-	host, port, _ := net.SplitHostPort(up)
-	rep := strings.NewReplacer("HANDLE", h, "SERVER", "server.address="+host+" server.port="+port)
 	want := []string{
 		"T1 send slow producer parent=- links=[] status=Unset messaging.destination.name=slow messaging.message.body.size=4 messaging.message.id=HANDLE messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman SERVER",
 		"T1 receive slow client parent=send slow links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=slow messaging.message.body.size=4 messaging.message.id=HANDLE messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman SERVER wait",
@@ -206,10 +199,7 @@ func TestGearmanGatewayTraceCanDoTimeout(t *testing.T) {
 		"T1 receive slow client parent=send slow links=[=] status=Unset jobgate.job.attempt=2 messaging.destination.name=slow messaging.message.body.size=4 messaging.message.id=HANDLE messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman SERVER wait",
 		"T1 process slow consumer parent=send slow links=[] status=Unset jobgate.job.attempt=2 jobgate.job.outcome=completed messaging.destination.name=slow messaging.message.id=HANDLE messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman SERVER wait events=retry{jobgate.job.attempt=2}",
 	}
-	for i := range want {
-		want[i] = rep.Replace(want[i])
-	}
-	checkSpans(t, waitSpans(t, rec, 5), want)
+	checkSpans(t, waitSpans(t, rec, 5), fillSpans(want, up, "HANDLE", h))
 }
 
 // TestGearmanGatewayTraceCanDoTimeoutStopped: a job its worker completes
@@ -241,4 +231,16 @@ func TestGearmanGatewayTraceCanDoTimeoutStopped(t *testing.T) {
 	}
 	clk.Advance(time.Minute)
 	expectEnded(t, rec, 3, "a minute later")
+}
+
+// fillSpans fills the placeholders of want in place and returns it: SERVER
+// becomes upstream's server.address and server.port attributes, and each
+// further old, new pair is replaced too.
+func fillSpans(want []string, upstream string, pairs ...string) []string {
+	host, port, _ := net.SplitHostPort(upstream)
+	rep := strings.NewReplacer(append([]string{"SERVER", "server.address=" + host + " server.port=" + port}, pairs...)...)
+	for i := range want {
+		want[i] = rep.Replace(want[i])
+	}
+	return want
 }
