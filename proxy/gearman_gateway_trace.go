@@ -126,7 +126,9 @@ func (t *gwTrace) replyLocked(s *gwSession, r *gwReply, b *routing.Backend, p *c
 		h := t.clientHandle(s, b, p)
 		r.trace.send.Created(h)
 		if h != "" && r.trace.cr.IsSampled() {
-			t.table.Put(h, tracing.Entry{Creation: r.trace.cr, Enqueued: time.Now()})
+			// Add, not Put: a coalesced submit gets the handle of a job
+			// another submit created, and the job keeps that trace.
+			t.table.Add(h, tracing.Entry{Creation: r.trace.cr, Enqueued: time.Now()})
 		}
 	case codec.Error:
 		r.trace.send.Fail(string(p.Arg(0)))

@@ -81,6 +81,42 @@ func TestGearmanGatewayTrace(t *testing.T) {
 	checkSpans(t, waitSpans(t, rec, 5), want)
 }
 
+// TestGearmanGatewayTraceCoalesced: a second submit with the same unique
+// id, coalesced by gearmand onto the queued job, gets its own send span;
+// the job stays in the trace of the submit that created it.
+func TestGearmanGatewayTraceCoalesced(t *testing.T) {
+	up := testutil.StartGearmand(t)
+	addr, rec := startTracedGateway(t, up, tracing.Config{})
+	c1, c2 := gmDial(t, addr), gmDial(t, addr)
+	c1.send(codec.SubmitJobBg, "gwc", "u9", "one")
+	h := c1.expect(codec.JobCreated)[0]
+	c2.send(codec.SubmitJobBg, "gwc", "u9", "two")
+	if h2 := c2.expect(codec.JobCreated)[0]; h2 != h {
+		t.Fatalf("second submit got %s, first %s: not coalesced", h2, h)
+	}
+	w := gmDial(t, addr)
+	w.send(codec.CanDo, "gwc")
+	w.send(codec.GrabJob)
+	if got := w.expect(codec.JobAssign)[0]; got != h {
+		t.Fatalf("assigned %s, submitted %s", got, h)
+	}
+	w.send(codec.WorkComplete, h, "")
+
+	host, port, _ := net.SplitHostPort(up)
+	server := "server.address=" + host + " server.port=" + port
+	send := "send gwc producer parent=- links=[] status=Unset messaging.destination.name=gwc messaging.message.body.size=3 messaging.message.conversation_id=u9 messaging.message.id=HANDLE messaging.operation.name=SUBMIT_JOB_BG messaging.operation.type=send messaging.system=gearman SERVER"
+	want := []string{
+		"T1 " + send,
+		"T2 " + send,
+		"T1 receive gwc client parent=send gwc links=[=] status=Unset jobgate.job.attempt=1 messaging.destination.name=gwc messaging.message.body.size=3 messaging.message.id=HANDLE messaging.operation.name=JOB_ASSIGN messaging.operation.type=receive messaging.system=gearman SERVER wait",
+		"T1 process gwc consumer parent=send gwc links=[] status=Unset jobgate.job.attempt=1 jobgate.job.outcome=completed messaging.destination.name=gwc messaging.message.id=HANDLE messaging.operation.name=JOB_ASSIGN messaging.operation.type=process messaging.system=gearman SERVER wait",
+	}
+	for i := range want {
+		want[i] = strings.NewReplacer("HANDLE", h, "SERVER", server).Replace(want[i])
+	}
+	checkSpans(t, waitSpans(t, rec, 4), want)
+}
+
 // startTracedGateway serves a Gearman gateway to the gearmand at up,
 // traced with cfg's switches into the returned recorder.
 func startTracedGateway(t *testing.T, up string, cfg tracing.Config) (string, *tracetest.SpanRecorder) {

@@ -112,20 +112,46 @@ func (t *Table[K]) Put(key K, e Entry) {
 		victim.evict()
 		return
 	}
-	n := &tableNode[K]{key: key, entry: e}
-	t.items[key] = n
-	t.pushFront(n)
-	if len(t.items) > t.max {
-		old := t.root.prev
-		t.unlink(old)
-		delete(t.items, old.key)
-		victim = old.entry.Process
-		old.entry.StopDeadline()
-		t.evicted.Add(1)
-	}
+	victim = t.insertLocked(key, e)
 	t.mu.Unlock()
 	// Ending a span runs the span processors; not under our lock.
 	victim.evict()
+}
+
+// insertLocked adds a new entry under key, which has none, and evicts the
+// least recently used entry if the table is over its cap, returning that
+// entry's process span for the caller to end once t.mu is released.
+func (t *Table[K]) insertLocked(key K, e Entry) Process {
+	n := &tableNode[K]{key: key, entry: e}
+	t.items[key] = n
+	t.pushFront(n)
+	if len(t.items) <= t.max {
+		return Process{}
+	}
+	old := t.root.prev
+	t.unlink(old)
+	delete(t.items, old.key)
+	old.entry.StopDeadline()
+	t.evicted.Add(1)
+	return old.entry.Process
+}
+
+// Add stores e under key unless an entry is there already, and reports
+// whether it stored e. A Gearman submit coalesced onto a queued job gets
+// the job's handle: the job stays in the trace of the submit that created
+// it, so the entry that submit left is kept.
+func (t *Table[K]) Add(key K, e Entry) bool {
+	t.mu.Lock()
+	if n, ok := t.items[key]; ok {
+		t.unlink(n)
+		t.pushFront(n)
+		t.mu.Unlock()
+		return false
+	}
+	victim := t.insertLocked(key, e)
+	t.mu.Unlock()
+	victim.evict() // not under our lock, as in Put
+	return true
 }
 
 // Get returns the entry under key and marks it recently used.

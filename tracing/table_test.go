@@ -55,6 +55,29 @@ func TestTableLRU(t *testing.T) {
 	}
 }
 
+// TestTableAdd: Add keeps an entry already there (and counts as a use),
+// stores a new one, and evicts over the cap as Put does.
+func TestTableAdd(t *testing.T) {
+	tb := NewTable[string](2)
+	if !tb.Add("a", Entry{Attempts: 1}) {
+		t.Fatal("Add(a) to an empty table stored nothing")
+	}
+	tb.Put("b", Entry{Attempts: 2})
+	if tb.Add("a", Entry{Attempts: 9}) {
+		t.Fatal("Add(a) replaced the entry there")
+	}
+	if e, _ := tb.Get("a"); e.Attempts != 1 {
+		t.Fatalf("a = %+v after a second Add, want the first", e)
+	}
+	tb.Add("a", Entry{}) // a is now the most recently used: c evicts b
+	if !tb.Add("c", Entry{Attempts: 3}) {
+		t.Fatal("Add(c) stored nothing")
+	}
+	if _, ok := tb.Get("b"); ok || tb.Len() != 2 || tb.Evicted() != 1 {
+		t.Fatalf("b present=%v Len %d Evicted %d, want b evicted", ok, tb.Len(), tb.Evicted())
+	}
+}
+
 // TestTableEvictionEndsSpan: an evicted entry's open process span is ended
 // and marked, so it reaches Jaeger instead of vanishing.
 func TestTableEvictionEndsSpan(t *testing.T) {
