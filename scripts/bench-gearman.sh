@@ -19,6 +19,9 @@
 #   JOURNAL [off]: "on" runs jobgate with its default journal (background
 #     jobs durable, fsync every 50ms); off keeps jobs in memory, like
 #     gearmand without a queue backend
+#   MEMORY_JOBS [1000000]: after the rounds, this many background jobs are
+#     queued (no workers) on fresh servers and each server's RSS growth
+#     per job is printed; 0 skips it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +31,7 @@ CLIENTS=${CLIENTS:-16}
 WORKERS=${WORKERS:-4}
 BODY=${BODY:-100}
 WORKLOADS=${WORKLOADS:-"fg fg-w4 bg echo"}
+MEMORY_JOBS=${MEMORY_JOBS:-1000000}
 GEARMAND=${GEARMAND:-$(command -v gearmand || echo /usr/sbin/gearmand)}
 OUT=${OUT:-$(mktemp -d /tmp/bench-gearman.XXXXXX)}
 mkdir -p "$OUT"
@@ -143,3 +147,16 @@ END {
 	}
 	print "ratio: median over rounds of jobgate/gearmand throughput, gearmand/jobgate p99 and server CPU per op (above 1: jobgate better)"
 }' "$OUT/results"
+
+# Memory per queued background job: RSS growth over MEMORY_JOBS queued
+# 100-byte jobs, on servers started afresh (the rounds' queues are gone).
+if [ "$MEMORY_JOBS" -gt 0 ]; then
+	start_servers
+	for server in gearmand jobgate; do
+		if [ "$server" = gearmand ]; then port=$GM_PORT pid=$GM_PID; else port=$JG_PORT pid=$JG_PID; fi
+		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$port" -pid "$pid" -workload bg -clients "$CLIENTS" \
+			-body-size 100 -n "$MEMORY_JOBS" -function jobgate-bench-memory >"$OUT/$server-memory.txt"
+		echo "memory $server: $MEMORY_JOBS queued 100-byte background jobs, $(sed -n 's/^server rss: //p' "$OUT/$server-memory.txt" | cut -d';' -f1)"
+	done
+	stop_servers
+fi
