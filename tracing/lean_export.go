@@ -179,7 +179,12 @@ func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
 		err = p.sink.upload(ctx, body, len(spans))
 	}
 	if err != nil {
-		p.failed.Add(uint64(len(spans)))
+		// A partial success took the batch but for the spans it rejected.
+		failed := uint64(len(spans))
+		if ps := (*partialSuccessError)(nil); errors.As(err, &ps) {
+			failed = min(uint64(ps.rejected), failed)
+		}
+		p.failed.Add(failed)
 		otel.Handle(err)
 	}
 	// Encoded: the records can serve new spans (lean_recycle.go).

@@ -44,9 +44,10 @@ import (
 //     client's backoff (5 s growing 1.5× to 30 s, randomised ±50%, for at
 //     most a minute, and at least any Retry-After), within the export's
 //     deadline;
-//   - a 2xx reply's partial success, and any other reply's status and
-//     body, reported as the upload's error; a reply body over 4 MiB is an
-//     error too.
+//   - a 2xx reply's partial success reported as the upload's error, its
+//     rejected spans (only those) counted as failed; any other reply's
+//     status and body reported as the error; a reply body over 4 MiB is
+//     an error too.
 //
 // It is used by the export goroutine only, so it reuses its buffers.
 type httpSink struct {
@@ -341,9 +342,20 @@ func partialSuccess(contentType string, body []byte) error {
 	}
 	ps := r.GetPartialSuccess()
 	if n, msg := ps.GetRejectedSpans(), ps.GetErrorMessage(); n != 0 || msg != "" {
-		return fmt.Errorf("OTLP partial success: %s (%d spans rejected)", msg, n)
+		return &partialSuccessError{rejected: max(n, 0), msg: msg}
 	}
 	return nil
+}
+
+// partialSuccessError is a receiver's report that it took a batch but
+// rejected some of its spans: only those count as failed.
+type partialSuccessError struct {
+	rejected int64
+	msg      string
+}
+
+func (e *partialSuccessError) Error() string {
+	return fmt.Sprintf("OTLP partial success: %s (%d spans rejected)", e.msg, e.rejected)
 }
 
 // retryAfter reads a Retry-After header: seconds or an HTTP date.

@@ -199,7 +199,7 @@ func TestOTLPHTTPTLS(t *testing.T) {
 
 // TestOTLPHTTPRetry: 503 (with Retry-After) and 429 are retried until the
 // receiver takes the batch; 400 is not retried and the spans count as
-// failed; a partial success counts them as failed too.
+// failed; a partial success counts the spans it rejected as failed.
 func TestOTLPHTTPRetry(t *testing.T) {
 	clearHTTPEnv(t)
 	fast := &httpRetry{initial: time.Millisecond, max: 2 * time.Millisecond, elapsed: 5 * time.Second}
@@ -227,12 +227,12 @@ func TestOTLPHTTPRetry(t *testing.T) {
 		}, 1, 3},
 		{"partial success", func(_ int, w http.ResponseWriter, _ *http.Request) bool {
 			resp, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{
-				PartialSuccess: &collectortrace.ExportTracePartialSuccess{RejectedSpans: 1, ErrorMessage: "full"},
+				PartialSuccess: &collectortrace.ExportTracePartialSuccess{RejectedSpans: 2, ErrorMessage: "full"},
 			})
 			w.Header().Set("Content-Type", "application/x-protobuf")
 			_, _ = w.Write(resp)
 			return true
-		}, 1, 3},
+		}, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := &receiver{reply: tc.reply}
