@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -122,10 +123,7 @@ func newHTTPSink(endpoint string) (*httpSink, error) {
 		s.gzW = gzip.NewWriter(&s.gzBuf)
 		s.headers.Set("Content-Encoding", "gzip")
 	}
-	tlsConf, err := otlpTLSConfig()
-	if err != nil {
-		return nil, err
-	}
+	tlsConf := otlpTLSConfig(otel.Handle)
 	// The OTLP client's transport: net/http's defaults, kept apart from
 	// http.DefaultTransport so nothing else can change it.
 	tr := &http.Transport{
@@ -168,19 +166,18 @@ func parseOTLPHeaders(v string) map[string]string {
 }
 
 // otlpTLSConfig builds the TLS settings the certificate variables ask
-// for, or nil when they ask for none.
-func otlpTLSConfig() (*tls.Config, error) {
+// for, or nil when they ask for none. A file that cannot be read or holds
+// no certificate is given to report (otel.Handle) and left out, as the
+// OTLP clients (and so the gRPC exporter here) do: the job server starts,
+// and exports fail visibly if the receiver needed that file.
+func otlpTLSConfig(report func(error)) *tls.Config {
 	var conf *tls.Config
 	if file, ok := otlpEnv("CERTIFICATE"); ok {
-		pem, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("tracing: OTLP certificate: %w", err)
+		if pool, err := readCAFile(file); err != nil {
+			report(err)
+		} else {
+			conf = &tls.Config{RootCAs: pool}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tracing: OTLP certificate %s: no PEM certificate", file)
-		}
-		conf = &tls.Config{RootCAs: pool}
 	}
 	// The certificate and its key come from the same level, the _TRACES_
 	// pair if both are set, as the OTLP client takes them: a _TRACES_
@@ -194,14 +191,28 @@ func otlpTLSConfig() (*tls.Config, error) {
 	if okC && okK {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("tracing: OTLP client certificate: %w", err)
+			report(fmt.Errorf("tracing: OTLP client certificate: %w", err))
+		} else {
+			if conf == nil {
+				conf = &tls.Config{}
+			}
+			conf.Certificates = []tls.Certificate{cert}
 		}
-		if conf == nil {
-			conf = &tls.Config{}
-		}
-		conf.Certificates = []tls.Certificate{cert}
 	}
-	return conf, nil
+	return conf
+}
+
+// readCAFile reads a PEM bundle of CA certificates.
+func readCAFile(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tracing: OTLP certificate %s: no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 // requestUploader is a sink that takes the batch as the whole

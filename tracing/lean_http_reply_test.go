@@ -77,12 +77,39 @@ func TestOTLPHTTPClientCertLevels(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", files["gk"])
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", tc.tracesCert)
 			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", tc.tracesKey)
-			conf, err := otlpTLSConfig()
-			if err != nil {
-				t.Fatal(err)
-			}
+			conf := otlpTLSConfig(func(err error) { t.Fatal(err) })
 			if conf == nil || len(conf.Certificates) != 1 || !bytes.Equal(conf.Certificates[0].Certificate[0], want[tc.want].Certificate[0]) {
 				t.Fatalf("not the %s certificate: %+v", tc.want, conf)
+			}
+		})
+	}
+}
+
+// TestOTLPHTTPUnreadableTLSFiles: a CA file or client certificate that
+// cannot be loaded is reported and left out, as the OTLP clients do, so
+// tracing does not keep the server from starting.
+func TestOTLPHTTPUnreadableTLSFiles(t *testing.T) {
+	clearHTTPEnv(t)
+	dir := t.TempDir()
+	notPEM := testutil.WriteFile(t, dir, "junk.pem", []byte("not a certificate"))
+	for _, tc := range []struct{ name, ca, cert, want string }{
+		{"missing CA", dir + "/absent.pem", "", "no such file"},
+		{"CA without PEM", notPEM, "", "no PEM certificate"},
+		{"missing client pair", "", dir + "/absent.pem", "client certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", tc.ca)
+			t.Setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", tc.cert)
+			t.Setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", tc.cert)
+			var reported []error
+			if conf := otlpTLSConfig(func(err error) { reported = append(reported, err) }); conf != nil {
+				t.Errorf("TLS settings %+v from files that do not load", conf)
+			}
+			if len(reported) != 1 || !strings.Contains(reported[0].Error(), tc.want) {
+				t.Fatalf("reported %v, want one error with %q", reported, tc.want)
+			}
+			if _, err := newHTTPSink("https://127.0.0.1:4318"); err != nil {
+				t.Fatalf("the sink did not start: %v", err)
 			}
 		})
 	}
