@@ -148,7 +148,9 @@ func newHTTPSink(endpoint string) (*httpSink, error) {
 		tr.TLSClientConfig = tlsConf
 	}
 	s.client = &http.Client{Transport: tr, Timeout: timeout}
-	if proxy, err := tr.Proxy(&http.Request{URL: u}); err == nil && proxy == nil {
+	// A proxy, or credentials in the URL (which net/http sends as basic
+	// auth), keep the requests on net/http.
+	if proxy, err := tr.Proxy(&http.Request{URL: u}); err == nil && proxy == nil && u.User == nil {
 		s.direct = newConnPoster(u, s.headers, tlsConf, timeout)
 	}
 	return s, nil

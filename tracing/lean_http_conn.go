@@ -29,8 +29,10 @@ import (
 //
 // It speaks only what the OTLP receivers need: POST with Content-Length,
 // any reply body (length, chunked or until close, through
-// http.ReadResponse), keep-alive, TLS for https. Proxies are net/http's
-// job: newHTTPSink uses this only when no proxy applies to the endpoint.
+// http.ReadResponse), keep-alive, TLS for https. Proxies and credentials
+// in the URL are net/http's job: newHTTPSink uses this only when neither
+// applies to the endpoint. A gzip body is sent with its length rather
+// than chunked, as the OTLP client does; receivers take both.
 type connPoster struct {
 	addr    string      // host:port to dial
 	tls     *tls.Config // nil: plain TCP

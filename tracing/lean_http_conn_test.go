@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,5 +155,31 @@ func TestOTLPHTTPNoReceiver(t *testing.T) {
 	}
 	if _, spans, err := rc.got(); spans != 3 || err != nil {
 		t.Fatalf("%d spans, %v", spans, err)
+	}
+}
+
+// TestOTLPHTTPUserInfoUsesClient: credentials in the endpoint URL are
+// sent by net/http as basic auth, so such an endpoint keeps net/http.
+func TestOTLPHTTPUserInfoUsesClient(t *testing.T) {
+	clearHTTPEnv(t)
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://otlp:secret@", 1)
+	s, err := newHTTPSink(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop(context.Background())
+	if s.direct != nil {
+		t.Fatal("an endpoint with credentials is posted to directly")
+	}
+	enc := newLeanEncoder(nil, leanScope)
+	if err := uploadSpans(t, s, &enc, 2); err != nil {
+		t.Fatal(err)
+	}
+	reqs, _, _ := rc.got()
+	if user, pass, ok := reqs[0].BasicAuth(); len(reqs) != 1 || !ok || user != "otlp" || pass != "secret" {
+		t.Fatalf("%d requests, basic auth %q %q %v", len(reqs), user, pass, ok)
 	}
 }
