@@ -54,8 +54,10 @@ type beanstalkConnTrace struct {
 // before runs before sess executes cmd: a put starts its send span and
 // hands the creation context to the engine.
 func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, cmd *wire.Command) {
-	ct.start = time.Now()
+	// The clock is read only for the commands whose spans start here: on
+	// the data path every reading counts.
 	if isBeanstalkStatsVerb(cmd.Verb) {
+		ct.start = time.Now()
 		if bt.tr.CommandSpans() {
 			_, ct.cmd = bt.tr.StartCommand(context.Background(), tracing.Message{
 				Operation: cmd.Verb.String(), Destination: string(cmd.Tube), Start: ct.start,
@@ -63,7 +65,13 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 		}
 		return
 	}
-	if cmd.Verb != wire.Put {
+	switch cmd.Verb {
+	case wire.Reserve, wire.ReserveWithTimeout, wire.ReserveJob:
+		ct.start = time.Now() // the receive span's start
+		return
+	case wire.Put:
+		ct.start = time.Now()
+	default:
 		return
 	}
 	// Unsampled jobs cost no lookups and no engine memory: their receive

@@ -79,8 +79,11 @@
 // background goroutine that encodes each batch as OTLP protobuf directly
 // and uploads it: over gRPC with the OTLP exporter's client, over HTTP
 // with a sender of its own that posts the encoded batch without the
-// client's copy (lean_http.go); both honour the exporter environment
-// variables, TLS, retries and compression. It costs a
+// client's copy (lean_http.go), written and answered on one kept-alive
+// connection by the export goroutine itself, with no net/http goroutines
+// to wake (lean_http_conn.go; through net/http behind a proxy); both
+// honour the exporter environment variables, TLS, retries and
+// compression. It costs a
 // fifth of the SDK's CPU per job and a tenth of its allocations (see
 // docs/BENCHMARKS.md, "Tracing"). Ids, sampling, flags and span content
 // follow the SDK rule for rule; tests compare the encoding with the SDK's

@@ -60,6 +60,11 @@ type httpSink struct {
 
 	gzBuf bytes.Buffer
 	gzW   *gzip.Writer
+
+	// direct posts on a connection of the export goroutine's own when no
+	// proxy applies (lean_http_conn.go); nil: through client.
+	direct *connPoster
+	reply  bytes.Buffer
 }
 
 // httpRetry is the retry policy: the OTLP exporters' defaults.
@@ -142,6 +147,11 @@ func newHTTPSink(endpoint string) (*httpSink, error) {
 		tr.TLSClientConfig = tlsConf
 	}
 	s.client = &http.Client{Transport: tr, Timeout: timeout}
+	// A proxy, or credentials in the URL (which net/http sends as basic
+	// auth), keep the requests on net/http.
+	if proxy, err := tr.Proxy(&http.Request{URL: u}); err == nil && proxy == nil && u.User == nil {
+		s.direct = newConnPoster(u, s.headers, tlsConf, timeout)
+	}
 	return s, nil
 }
 
@@ -282,6 +292,23 @@ func (r retryable) Unwrap() error { return r.err }
 // post makes one attempt. A retryable failure is a retryable error, with
 // the reply's Retry-After as throttle.
 func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duration, err error) {
+	if s.direct == nil {
+		return s.postClient(ctx, body)
+	}
+	s.reply.Reset()
+	resp, err := s.direct.do(ctx, body, &s.reply)
+	if err != nil {
+		if ctx.Err() == nil && temporaryNetError(err) {
+			return 0, retryable{err}
+		}
+		return 0, err
+	}
+	return s.status(resp, s.reply.Bytes())
+}
+
+// postClient is post through the net/http client, for endpoints behind a
+// proxy.
+func (s *httpSink) postClient(ctx context.Context, body []byte) (throttle time.Duration, err error) {
 	// body is reused for the next batch: the transport may read it after
 	// Do returns, so no return before it let go of it (lean_http_body.go).
 	sent := newSentBody(body)
@@ -311,10 +338,16 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 	if err := readReply(&reply, resp.Body); err != nil {
 		return 0, err
 	}
+	return s.status(resp, reply.Bytes())
+}
+
+// status turns a reply into post's result: nil or a partial success for
+// 2xx, a retryable error for 429, 502, 503 and 504, an error otherwise.
+func (s *httpSink) status(resp *http.Response, reply []byte) (throttle time.Duration, err error) {
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return 0, partialSuccess(resp.Header.Get("Content-Type"), reply.Bytes())
+		return 0, partialSuccess(resp.Header.Get("Content-Type"), reply)
 	}
-	text := strings.TrimSpace(reply.String())
+	text := strings.TrimSpace(string(reply))
 	if text == "" {
 		text = "(empty)"
 	}
@@ -386,6 +419,9 @@ func retryAfter(v string) time.Duration {
 // stop lets idle connections go. It runs after the last upload, on the
 // export goroutine; the pipe's context cancels an upload in progress.
 func (s *httpSink) stop(context.Context) error {
+	if s.direct != nil {
+		s.direct.close()
+	}
 	s.client.CloseIdleConnections()
 	return nil
 }

@@ -13,10 +13,16 @@ import (
 // sending the body after the reply. The sender reuses the body's buffer
 // for the next batch, so an upload must not return while the transport
 // still reads it: run under -race, the writes to the buffer after each
-// upload race with the transport's reads otherwise.
+// upload race with the transport's reads otherwise. Both the net/http
+// path ("client", taken behind a proxy) and the export goroutine's own
+// connection ("direct").
 func TestOTLPHTTPBodyReleased(t *testing.T) {
-	for _, gz := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "gzip"}[gz], func(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		gz, viaClient bool
+	}{{"direct/plain", false, false}, {"direct/gzip", true, false}, {"client/plain", false, true}, {"client/gzip", true, true}} {
+		gz := tc.gz
+		t.Run(tc.name, func(t *testing.T) {
 			clearHTTPEnv(t)
 			if gz {
 				t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
@@ -30,6 +36,9 @@ func TestOTLPHTTPBodyReleased(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.stop(context.Background())
+			if tc.viaClient {
+				s.direct = nil
+			}
 			body := make([]byte, 1<<20)
 			for i := range 3 {
 				// Incompressible enough that gzip's output is large too.

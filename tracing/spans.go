@@ -273,11 +273,11 @@ func (s Send) Recording() bool {
 // a span started with [Tracer.StartSendBare]. It does nothing unless
 // recording.
 func (s Send) Describe(m Message) {
-	if !s.Recording() {
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.describe(s.gen, &m) // does nothing unless open: one lock, not two
 		return
 	}
-	if ls, ok := s.span.(*leanSpan); ok {
-		ls.describe(s.gen, &m)
+	if !s.Recording() {
 		return
 	}
 	s.span.SetName(spanName("send", m.Destination))
