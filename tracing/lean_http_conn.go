@@ -42,7 +42,8 @@ type connPoster struct {
 	head  []byte // request line and headers up to the Content-Length value
 	fixed int    // len(head) without the Content-Length value and blank line
 
-	conn net.Conn
+	conn net.Conn // the connection requests go on: raw, or TLS over raw
+	raw  net.Conn
 	br   *bufio.Reader
 }
 
@@ -87,18 +88,25 @@ func newConnPoster(u *url.URL, h http.Header, conf *tls.Config, timeout time.Dur
 var errReplyIncomplete = errors.New("tracing: OTLP reply incomplete")
 
 // do posts body and reads the reply into reply, returning the reply's
-// status and headers (its Body already read and closed). A connection the
-// receiver closed while idle fails before any reply byte: do then tries
-// once more on a new one, as net/http does.
+// status and headers (its Body already read and closed). A kept-alive
+// connection is checked before each request: one the receiver closed
+// while idle is replaced rather than written to. A request is sent again,
+// once, only if none of it was written, as net/http does for a POST: a
+// receiver that read a batch and then failed may have kept it, and a
+// second copy would show every span twice.
 func (c *connPoster) do(ctx context.Context, body []byte, reply *bytes.Buffer) (*http.Response, error) {
 	for {
 		reused := c.conn != nil
+		if reused && !c.idleAlive() {
+			c.close()
+			reused = false
+		}
 		if !reused {
 			if err := c.dial(ctx); err != nil {
 				return nil, err
 			}
 		}
-		resp, started, err := c.exchange(ctx, body, reply)
+		resp, wrote, err := c.exchange(ctx, body, reply)
 		if err == nil {
 			return resp, nil
 		}
@@ -106,12 +114,30 @@ func (c *connPoster) do(ctx context.Context, body []byte, reply *bytes.Buffer) (
 		if ctx.Err() != nil {
 			return nil, errors.Join(ctx.Err(), err)
 		}
-		if reused && !started {
+		if reused && !wrote {
 			reply.Reset()
 			continue
 		}
 		return nil, err
 	}
+}
+
+// idleAlive reports whether the kept-alive connection is still open and
+// quiet: a receiver that closed it while idle left an end of file (or a
+// reset) to read, and bytes nobody asked for mean it is out of step. (A
+// TLS connection may have records waiting, such as session tickets, which
+// are read with the next reply.)
+func (c *connPoster) idleAlive() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	switch peekSocket(c.raw) {
+	case peekClosed:
+		return false
+	case peekData:
+		return c.tls != nil
+	}
+	return true
 }
 
 // dial opens the connection, with the TLS handshake for https.
@@ -125,6 +151,7 @@ func (c *connPoster) dial(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.raw = conn
 	if c.tls != nil {
 		tc := tls.Client(conn, c.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -142,10 +169,10 @@ func (c *connPoster) dial(ctx context.Context) error {
 	return nil
 }
 
-// exchange writes one request and reads its reply. started reports
-// whether any of the reply arrived, after which a failure is not the
-// stale connection do retries.
-func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buffer) (resp *http.Response, started bool, err error) {
+// exchange writes one request and reads its reply. wrote reports
+// whether any of the request was written, after which do must not send it
+// again.
+func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buffer) (resp *http.Response, wrote bool, err error) {
 	deadline, ok := ctx.Deadline()
 	if c.timeout > 0 {
 		if d := time.Now().Add(c.timeout); !ok || d.Before(deadline) {
@@ -167,39 +194,36 @@ func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buf
 	c.head = strconv.AppendInt(c.head[:c.fixed], int64(len(body)), 10)
 	c.head = append(c.head, "\r\n\r\n"...)
 	bufs := net.Buffers{c.head, body}
-	if _, werr := bufs.WriteTo(conn); werr != nil {
+	if n, werr := bufs.WriteTo(conn); werr != nil {
 		// A receiver may answer (413, 400, 401) and close before it read
 		// the whole request: its reply, if it came, says more than the
 		// write's error.
-		resp, started, err = c.readReply(reply)
+		resp, err = c.readReply(reply)
 		if err != nil {
-			return nil, started, werr
+			return nil, n > 0, werr
 		}
 		c.close()
 		return resp, true, nil
 	}
-	resp, started, err = c.readReply(reply)
+	resp, err = c.readReply(reply)
 	if err == nil && resp.Close {
 		c.close()
 	}
-	return resp, started, err
+	return resp, true, err
 }
 
 // readReply reads one reply into reply.
-func (c *connPoster) readReply(reply *bytes.Buffer) (resp *http.Response, started bool, err error) {
-	if _, err := c.br.Peek(1); err != nil {
-		return nil, false, err
-	}
-	resp, err = http.ReadResponse(c.br, nil)
+func (c *connPoster) readReply(reply *bytes.Buffer) (*http.Response, error) {
+	resp, err := http.ReadResponse(c.br, nil)
 	if err != nil {
-		return nil, true, errors.Join(errReplyIncomplete, err)
+		return nil, errors.Join(errReplyIncomplete, err)
 	}
 	err = readReply(reply, resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
-	return resp, true, nil
+	return resp, nil
 }
 
 // close drops the connection; the next request dials a new one.

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,9 +102,16 @@ func TestOTLPHTTPStaleConnection(t *testing.T) {
 	if err := uploadSpans(t, s, &enc, 10); err != nil {
 		t.Fatal(err)
 	}
-	// The receiver drops the idle connection: the sender sees it only
-	// when it next writes or reads.
+	// The receiver drops the idle connection, and the sender sees it
+	// before its next batch. (The kernel may deliver the close a little
+	// later on a loaded machine: wait for it, as a batch sent meanwhile
+	// may be lost, as with net/http.)
 	srv.CloseClientConnections()
+	for deadline := time.Now().Add(5 * time.Second); s.direct.idleAlive(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sender never saw the receiver close the connection")
+		}
+	}
 	if err := uploadSpans(t, s, &enc, 10); err != nil {
 		t.Fatalf("after the receiver closed the idle connection: %v", err)
 	}
@@ -181,5 +189,52 @@ func TestOTLPHTTPUserInfoUsesClient(t *testing.T) {
 	reqs, _, _ := rc.got()
 	if user, pass, ok := reqs[0].BasicAuth(); len(reqs) != 1 || !ok || user != "otlp" || pass != "secret" {
 		t.Fatalf("%d requests, basic auth %q %q %v", len(reqs), user, pass, ok)
+	}
+}
+
+// TestOTLPHTTPNoResendAfterWrite: a receiver that reads a whole batch on
+// the kept-alive connection and then drops the connection without a
+// reply may have kept the batch, so it is not sent a second time there;
+// the upload fails and the next batch goes on a new connection.
+func TestOTLPHTTPNoResendAfterWrite(t *testing.T) {
+	clearHTTPEnv(t)
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		requests++
+		n := requests
+		mu.Unlock()
+		if n == 2 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	s, err := newHTTPSink(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop(context.Background())
+	s.retry = httpRetry{initial: time.Millisecond, max: time.Millisecond, elapsed: 20 * time.Millisecond}
+	enc := newLeanEncoder(nil, leanScope)
+	if err := uploadSpans(t, s, &enc, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := uploadSpans(t, s, &enc, 3); err == nil {
+		t.Fatal("a batch the receiver dropped without a reply counted as sent")
+	}
+	if err := uploadSpans(t, s, &enc, 3); err != nil {
+		t.Fatalf("after the dropped connection: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if requests != 3 {
+		t.Fatalf("the receiver got %d requests for 3 batches", requests)
 	}
 }
