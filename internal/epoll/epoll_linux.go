@@ -77,7 +77,7 @@ func (p *Poller) Del(fd int) error {
 // meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
 // CPU per job, not less; so did parking on the runtime's netpoller and a
 // few raw polls before blocking: docs/BENCHMARKS.md, "How the loop waits".)
-// After ParkWhenAlone, with GOMAXPROCS 1 it parks on the netpoller instead.
+// A poller that ParkWhenAlone set up parks on the netpoller instead.
 // EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {
@@ -88,7 +88,7 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if e != 0 || n > 0 || msec == 0 {
 		return ret(n, e)
 	}
-	if p.alone() {
+	if p.park != nil {
 		return p.park.wait(evs, msec)
 	}
 	n, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), uintptr(msec), 0, 0)

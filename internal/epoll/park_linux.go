@@ -22,9 +22,13 @@ import (
 // netpoller instead, the loop goroutine lets its thread block in the
 // runtime's own epoll_pwait with the P released, sysmon sleeps, and the
 // same thread runs the loop again when the epoll descriptor turns
-// readable. With more Ps an idle one exists, sysmon leaves the system
-// call alone, and the plain blocking call is cheaper (one epoll_pwait,
-// not two), so Wait parks only while GOMAXPROCS is 1.
+// readable. With more Ps an idle one exists and sysmon leaves the system
+// call alone; there the registration itself costs: every time the epoll
+// descriptor turns readable, an idle thread blocked in the runtime's
+// epoll_pwait wakes for nothing (a third more server CPU per job on two
+// CPUs). So a poller parks only if GOMAXPROCS is 1 when the loop starts.
+// (GOMAXPROCS changes later only by hand or with the container's CPU
+// limit; a poller keeps what it chose.)
 
 // parker is a Poller's netpoller registration (ParkWhenAlone).
 type parker struct {
@@ -39,11 +43,12 @@ type parker struct {
 }
 
 // ParkWhenAlone makes Wait block by parking on the runtime's netpoller
-// rather than in a system call whenever GOMAXPROCS is 1 (see the top of
-// this file). Call it once, before the first Wait; the Poller's
-// descriptor is then owned by an os.File, which Close closes.
+// rather than in a system call if GOMAXPROCS is 1 now (see the top of
+// this file); otherwise it does nothing. Call it before the first Wait;
+// a poller that parks has its descriptor owned by an os.File, which Close
+// closes.
 func (p *Poller) ParkWhenAlone() error {
-	if p.park != nil {
+	if p.park != nil || runtime.GOMAXPROCS(0) != 1 {
 		return nil
 	}
 	// The runtime's poller takes only non-blocking descriptors; epoll_pwait
@@ -60,12 +65,6 @@ func (p *Poller) ParkWhenAlone() error {
 	k.try = k.tryWait
 	p.park = k
 	return nil
-}
-
-// alone reports whether Wait should park: the poller was registered and
-// the process runs one P now (GOMAXPROCS may change at run time).
-func (p *Poller) alone() bool {
-	return p.park != nil && runtime.GOMAXPROCS(0) == 1
 }
 
 func rawWait(fd int, evs []syscall.EpollEvent) (uintptr, syscall.Errno) {

@@ -25,8 +25,8 @@ func TestWaitParked(t *testing.T) {
 }
 
 // TestParkWhenAloneParks checks how a blocked Wait waits: parked on the
-// netpoller ("IO wait") with one P, in the system call with two, and in
-// the system call without ParkWhenAlone.
+// netpoller ("IO wait") after ParkWhenAlone with one P, in the system call
+// after ParkWhenAlone with two or without ParkWhenAlone.
 func TestParkWhenAloneParks(t *testing.T) {
 	for _, tc := range []struct {
 		park  bool
