@@ -18,7 +18,7 @@ import (
 // returns the loop's thread finds no P and parks while that thread is
 // woken to run it. On one CPU this churn (sysmon's naps, futex wakeups,
 // thread switches) took a quarter of the Beanstalk server's CPU
-// (docs/BENCHMARKS.md, "The 4x4 cycle on one CPU"). Parked on the
+// (docs/BENCHMARKS.md, "The 4×4 cycle on one CPU"). Parked on the
 // netpoller instead, the loop goroutine lets its thread block in the
 // runtime's own epoll_pwait with the P released, sysmon sleeps, and the
 // same thread runs the loop again when the epoll descriptor turns
