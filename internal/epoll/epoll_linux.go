@@ -28,7 +28,8 @@ const (
 // Poller is one epoll instance. Its methods may be called from any
 // goroutine, but Wait from one only.
 type Poller struct {
-	fd int
+	fd   int
+	park *parker // set by ParkWhenAlone (park_linux.go)
 }
 
 // New opens an epoll instance.
@@ -43,7 +44,12 @@ func New() (*Poller, error) {
 // Close closes the epoll instance. It does not wake a Wait blocked on it
 // (the kernel keeps the instance until that wait returns), so the loop
 // closes its own poller, or wakes itself first with an EventFD.
-func (p *Poller) Close() error { return syscall.Close(p.fd) }
+func (p *Poller) Close() error {
+	if p.park != nil {
+		return p.park.f.Close()
+	}
+	return syscall.Close(p.fd)
+}
 
 // Add watches fd for events (level-triggered); id comes back with them.
 func (p *Poller) Add(fd int, events uint32, id int32) error {
@@ -71,6 +77,7 @@ func (p *Poller) Del(fd int) error {
 // meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
 // CPU per job, not less; so did parking on the runtime's netpoller and a
 // few raw polls before blocking: docs/BENCHMARKS.md, "How the loop waits".)
+// A poller that ParkWhenAlone set up parks on the netpoller instead.
 // EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {
@@ -80,6 +87,9 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), 0, 0, 0)
 	if e != 0 || n > 0 || msec == 0 {
 		return ret(n, e)
+	}
+	if p.park != nil {
+		return p.park.wait(evs, msec)
 	}
 	n, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), uintptr(msec), 0, 0)
 	return ret(n, e)

@@ -7,7 +7,7 @@ import (
 )
 
 // newWaitFixture opens a poller with an eventfd (id -1) and a pipe's read
-// end (id 3) registered.
+// end (id 3) registered; with parkFixtures, one that parks when alone.
 func newWaitFixture(t *testing.T) (*Poller, *EventFD, [2]int) {
 	t.Helper()
 	p, ev, err := NewWoken(-1)
@@ -15,6 +15,11 @@ func newWaitFixture(t *testing.T) (*Poller, *EventFD, [2]int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close(); ev.Close() })
+	if parkFixtures {
+		if err := p.ParkWhenAlone(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var pp [2]int
 	if err := syscall.Pipe2(pp[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
 		t.Fatal(err)

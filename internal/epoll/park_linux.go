@@ -1,0 +1,102 @@
+package epoll
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Blocking on the runtime's netpoller when the process has one P.
+//
+// Wait blocks in epoll_pwait through syscall.Syscall6. With GOMAXPROCS 1
+// (one CPU, e.g. under taskset or a one-CPU container) that is costly: no
+// other P is idle, so sysmon takes the blocked loop's P after 20 µs,
+// hands it to another thread to poll the network, and when the wait
+// returns the loop's thread finds no P and parks while that thread is
+// woken to run it. On one CPU this churn (sysmon's naps, futex wakeups,
+// thread switches) took a quarter of the Beanstalk server's CPU
+// (docs/BENCHMARKS.md, "The 4×4 cycle on one CPU"). Parked on the
+// netpoller instead, the loop goroutine lets its thread block in the
+// runtime's own epoll_pwait with the P released, sysmon sleeps, and the
+// same thread runs the loop again when the epoll descriptor turns
+// readable. With more Ps an idle one exists and sysmon leaves the system
+// call alone; there the registration itself costs: every time the epoll
+// descriptor turns readable, an idle thread blocked in the runtime's
+// epoll_pwait wakes for nothing (a third more server CPU per job on two
+// CPUs). So a poller parks only if GOMAXPROCS is 1 when the loop starts.
+// (GOMAXPROCS changes later only by hand or with the container's CPU
+// limit; a poller keeps what it chose.)
+
+// parker is a Poller's netpoller registration (ParkWhenAlone).
+type parker struct {
+	f  *os.File
+	rc syscall.RawConn
+	// try is tryWait bound once, so that a wait allocates nothing.
+	try      func(uintptr) bool
+	evs      []syscall.EpollEvent
+	n        uintptr
+	e        syscall.Errno
+	deadline bool
+}
+
+// ParkWhenAlone makes Wait block by parking on the runtime's netpoller
+// rather than in a system call if GOMAXPROCS is 1 now (see the top of
+// this file); otherwise it does nothing. Call it before the first Wait;
+// a poller that parks has its descriptor owned by an os.File, which Close
+// closes.
+func (p *Poller) ParkWhenAlone() error {
+	if p.park != nil || runtime.GOMAXPROCS(0) != 1 {
+		return nil
+	}
+	// The runtime's poller takes only non-blocking descriptors; epoll_pwait
+	// itself ignores the flag and blocks for its timeout.
+	if err := syscall.SetNonblock(p.fd, true); err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(p.fd), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	k := &parker{f: f, rc: rc}
+	k.try = k.tryWait
+	p.park = k
+	return nil
+}
+
+func rawWait(fd int, evs []syscall.EpollEvent) (uintptr, syscall.Errno) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(fd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
+	return n, e
+}
+
+// tryWait is the netpoller's read attempt: a raw poll that does not block;
+// false sends the goroutine back to wait until the descriptor is readable.
+func (k *parker) tryWait(fd uintptr) bool {
+	k.n, k.e = rawWait(int(fd), k.evs)
+	return k.e != 0 || k.n > 0
+}
+
+// wait parks until an event is ready or msec milliseconds have passed
+// (-1: no limit).
+func (k *parker) wait(evs []syscall.EpollEvent, msec int) (int, error) {
+	if msec >= 0 {
+		k.f.SetReadDeadline(time.Now().Add(time.Duration(msec) * time.Millisecond))
+		k.deadline = true
+	} else if k.deadline {
+		k.f.SetReadDeadline(time.Time{})
+		k.deadline = false
+	}
+	k.evs = evs
+	err := k.rc.Read(k.try)
+	k.evs = nil
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ret(k.n, k.e)
+}
