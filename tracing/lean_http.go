@@ -61,8 +61,8 @@ type httpSink struct {
 	gzBuf bytes.Buffer
 	gzW   *gzip.Writer
 
-	// direct posts on a connection of the export goroutine's own when no
-	// proxy applies (lean_http_conn.go); nil: through client.
+	// direct posts on a connection of the export goroutine's own
+	// (lean_http_conn.go); nil: through client (see newHTTPSink).
 	direct *connPoster
 	reply  bytes.Buffer
 }
@@ -147,9 +147,10 @@ func newHTTPSink(endpoint string) (*httpSink, error) {
 		tr.TLSClientConfig = tlsConf
 	}
 	s.client = &http.Client{Transport: tr, Timeout: timeout}
-	// A proxy, or credentials in the URL (which net/http sends as basic
-	// auth), keep the requests on net/http.
-	if proxy, err := tr.Proxy(&http.Request{URL: u}); err == nil && proxy == nil && u.User == nil {
+	// A proxy, credentials in the URL (which net/http sends as basic
+	// auth), or a platform where an idle connection's close cannot be
+	// seen keep the requests on net/http.
+	if proxy, err := tr.Proxy(&http.Request{URL: u}); canPeek && err == nil && proxy == nil && u.User == nil {
 		s.direct = newConnPoster(u, s.headers, tlsConf, timeout)
 	}
 	return s, nil
@@ -307,7 +308,7 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 }
 
 // postClient is post through the net/http client, for endpoints behind a
-// proxy.
+// proxy or with credentials in the URL.
 func (s *httpSink) postClient(ctx context.Context, body []byte) (throttle time.Duration, err error) {
 	// body is reused for the next batch: the transport may read it after
 	// Do returns, so no return before it let go of it (lean_http_body.go).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,8 +32,8 @@ import (
 // any reply body (length, chunked or until close, through
 // http.ReadResponse), keep-alive, TLS for https. Proxies and credentials
 // in the URL are net/http's job: newHTTPSink uses this only when neither
-// applies to the endpoint. A gzip body is sent with its length rather
-// than chunked, as the OTLP client does; receivers take both.
+// applies to the endpoint. A gzip body is sent with its length, where
+// the OTLP client sends it chunked; receivers take both.
 type connPoster struct {
 	addr    string      // host:port to dial
 	tls     *tls.Config // nil: plain TCP
@@ -74,6 +75,12 @@ func newConnPoster(u *url.URL, h http.Header, conf *tls.Config, timeout time.Dur
 		}
 		c.tls.NextProtos = []string{"http/1.1"}
 	}
+	// Keys net/http leaves out of a request's header, as it writes them
+	// itself from the request.
+	h = h.Clone()
+	for _, k := range []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer"} {
+		h.Del(k)
+	}
 	var b bytes.Buffer
 	b.WriteString("POST " + u.RequestURI() + " HTTP/1.1\r\nHost: " + host + "\r\n")
 	_ = h.Write(&b) // sorted, values cleaned of line breaks
@@ -82,6 +89,9 @@ func newConnPoster(u *url.URL, h http.Header, conf *tls.Config, timeout time.Dur
 	c.fixed = len(c.head)
 	return c
 }
+
+// maxInformational caps the 1xx replies read before a request's reply.
+const maxInformational = 5
 
 // errReplyIncomplete marks a failure after which the connection's state
 // is unknown.
@@ -95,6 +105,13 @@ var errReplyIncomplete = errors.New("tracing: OTLP reply incomplete")
 // receiver that read a batch and then failed may have kept it, and a
 // second copy would show every span twice.
 func (c *connPoster) do(ctx context.Context, body []byte, reply *bytes.Buffer) (*http.Response, error) {
+	// One limit for the attempt, dial and handshake included, as
+	// http.Client.Timeout bounds a whole request.
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	for {
 		reused := c.conn != nil
 		if reused && !c.idleAlive() {
@@ -124,29 +141,16 @@ func (c *connPoster) do(ctx context.Context, body []byte, reply *bytes.Buffer) (
 
 // idleAlive reports whether the kept-alive connection is still open and
 // quiet: a receiver that closed it while idle left an end of file (or a
-// reset) to read, and bytes nobody asked for mean it is out of step. (A
-// TLS connection may have records waiting, such as session tickets, which
-// are read with the next reply.)
+// reset) to read, and bytes nobody asked for mean it is out of step or
+// closing (a TLS receiver sends close_notify first; an HTTP one may send
+// a 408). A TLS session ticket comes before the first reply and is read
+// with it, so waiting bytes are never one.
 func (c *connPoster) idleAlive() bool {
-	if c.br.Buffered() > 0 {
-		return false
-	}
-	switch peekSocket(c.raw) {
-	case peekClosed:
-		return false
-	case peekData:
-		return c.tls != nil
-	}
-	return true
+	return c.br.Buffered() == 0 && peekSocket(c.raw) == peekQuiet
 }
 
 // dial opens the connection, with the TLS handshake for https.
 func (c *connPoster) dial(ctx context.Context) error {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
 	conn, err := c.dialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
 		return err
@@ -173,23 +177,26 @@ func (c *connPoster) dial(ctx context.Context) error {
 // whether any of the request was written, after which do must not send it
 // again.
 func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buffer) (resp *http.Response, wrote bool, err error) {
-	deadline, ok := ctx.Deadline()
-	if c.timeout > 0 {
-		if d := time.Now().Add(c.timeout); !ok || d.Before(deadline) {
-			deadline, ok = d, true
-		}
-	}
-	if !ok {
-		deadline = time.Time{}
-	}
+	deadline, _ := ctx.Deadline() // zero: none
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		return nil, false, err
 	}
 	// Cancelling ctx (Shutdown giving up) ends a write or read in
-	// progress at once.
+	// progress at once. A cancel that comes as the exchange ends may set
+	// its deadline late, on a connection the next batch would reuse: then
+	// the connection goes.
 	conn := c.conn
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.SetDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+			c.close()
+		}
+	}()
 
 	c.head = strconv.AppendInt(c.head[:c.fixed], int64(len(body)), 10)
 	c.head = append(c.head, "\r\n\r\n"...)
@@ -213,12 +220,25 @@ func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buf
 }
 
 // readReply reads one reply into reply.
+// Informational replies (1xx but 101) before it are skipped, as net/http's
+// Transport does, up to a few.
 func (c *connPoster) readReply(reply *bytes.Buffer) (*http.Response, error) {
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		return nil, errors.Join(errReplyIncomplete, err)
+	var resp *http.Response
+	for informational := 0; ; informational++ {
+		var err error
+		resp, err = http.ReadResponse(c.br, nil)
+		if err != nil {
+			return nil, errors.Join(errReplyIncomplete, err)
+		}
+		if resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		_ = resp.Body.Close()
+		if informational == maxInformational {
+			return nil, fmt.Errorf("%w: more than %d informational replies", errReplyIncomplete, maxInformational)
+		}
 	}
-	err = readReply(reply, resp.Body)
+	err := readReply(reply, resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
 		return nil, err

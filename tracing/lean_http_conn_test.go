@@ -107,11 +107,7 @@ func TestOTLPHTTPStaleConnection(t *testing.T) {
 	// later on a loaded machine: wait for it, as a batch sent meanwhile
 	// may be lost, as with net/http.)
 	srv.CloseClientConnections()
-	for deadline := time.Now().Add(5 * time.Second); s.direct.idleAlive(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sender never saw the receiver close the connection")
-		}
-	}
+	waitIdleClosed(t, s)
 	if err := uploadSpans(t, s, &enc, 10); err != nil {
 		t.Fatalf("after the receiver closed the idle connection: %v", err)
 	}

@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
 package tracing
 
@@ -13,6 +13,10 @@ const (
 	peekClosed                  // end of file or an error: the peer is gone
 )
 
-// peekSocket cannot look at a socket here: a closed idle connection shows
-// when the next request's reply does not come.
+// canPeek is false: here peekSocket cannot look at a socket, a closed idle
+// connection would show only when a batch's reply does not come, and
+// that batch would be lost; net/http, which notices while idle, posts.
+const canPeek = false
+
+// peekSocket cannot look at a socket here.
 func peekSocket(net.Conn) peekState { return peekQuiet }

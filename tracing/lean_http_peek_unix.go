@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
 package tracing
 
@@ -6,6 +6,10 @@ import (
 	"net"
 	"syscall"
 )
+
+// canPeek says peekSocket can tell an idle connection the receiver closed,
+// so the export goroutine may keep its own connection (connPoster).
+const canPeek = true
 
 // peekState is what a look at an idle connection's socket found.
 type peekState int
