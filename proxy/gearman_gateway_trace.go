@@ -38,9 +38,10 @@ type gwAddr struct {
 // gwJobTrace is a reply's tracing state: the send span of a SUBMIT_*, or
 // when a GRAB_JOB* was sent.
 type gwJobTrace struct {
-	send  tracing.Send
-	cr    tracing.Creation
-	start time.Time
+	send   tracing.Send
+	cr     tracing.Creation
+	start  time.Time
+	unique string // the submit's unique id
 }
 
 // newGwTrace returns the gateway's tracing state, or nil with tracing off.
@@ -103,7 +104,7 @@ func (t *gwTrace) submit(r *gwReply, p *codec.Packet, b *routing.Backend, start 
 		Operation: p.Type.String(), Destination: string(p.Function()), ConversationID: string(p.Arg(1)),
 		BodySize: len(p.Data()), ServerAddress: a.host, ServerPort: a.port,
 	})
-	r.trace = &gwJobTrace{start: start, send: send, cr: send.Creation()}
+	r.trace = &gwJobTrace{start: start, send: send, cr: send.Creation(), unique: string(p.Arg(1))}
 }
 
 // refused records a SUBMIT_* no backend took.
@@ -126,9 +127,9 @@ func (t *gwTrace) replyLocked(s *gwSession, r *gwReply, b *routing.Backend, p *c
 		h := t.clientHandle(s, b, p)
 		r.trace.send.Created(h)
 		if h != "" && r.trace.cr.IsSampled() {
-			// Add, not Put: a coalesced submit gets the handle of a job
-			// another submit created, and the job keeps that trace.
-			t.table.Add(h, tracing.Entry{Creation: r.trace.cr, Enqueued: time.Now()})
+			// With the unique id, Put knows a coalesced submit: the job
+			// stays in the trace of the submit that created it.
+			t.table.Put(h, tracing.Entry{Creation: r.trace.cr, Enqueued: time.Now(), Unique: r.trace.unique})
 		}
 	case codec.Error:
 		r.trace.send.Fail(string(p.Arg(0)))

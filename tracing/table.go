@@ -33,6 +33,10 @@ type Entry struct {
 	// clears or replaces Process stops it; the Table does when it evicts
 	// or replaces the entry ([Table.Put]) or ends its span ([Table.EndOpen]).
 	Deadline interface{ Stop() bool }
+	// Unique is the Gearman unique id the job was submitted with; "" if
+	// none or not Gearman. A later submit that got the same handle with
+	// the same unique id was coalesced onto the job (see Put).
+	Unique string
 }
 
 // StopDeadline stops e's deadline timer, if any: call it wherever
@@ -90,18 +94,25 @@ func (t *Table[K]) pushFront(n *tableNode[K]) {
 }
 
 // Put stores e under key and evicts the least recently used entry if the
-// table is over its cap. An entry already there whose process span is open
-// is kept as it is, unless e brings a process span of its own: a worker
-// holds that job (a Gearman submit coalesced onto a running job gets its
-// handle), and the worker's outcome or the deadline must find the span,
-// its Deadline, Attempts and Creation to end it in the job's trace. Any
-// other entry is replaced; its deadline is stopped, and an open span
-// replaced by e's is ended as evicted rather than lost.
+// table is over its cap. An entry already there is kept as it is, unless e
+// brings a process span of its own, when
+//   - its process span is open: a worker holds that job (a Gearman submit
+//     coalesced onto a running job gets its handle), and the worker's
+//     outcome or the deadline must find the span, its Deadline, Attempts
+//     and Creation to end it in the job's trace;
+//   - it has e's Unique (not ""): gearmand coalesced e's submit onto the
+//     queued job, which stays in the trace of the submit that created it.
+//
+// Any other entry (one left by a job whose end the proxy did not see,
+// whose handle a restarted server gave again) is replaced; its deadline is
+// stopped, and an open span replaced by e's is ended as evicted rather
+// than lost.
 func (t *Table[K]) Put(key K, e Entry) {
 	var victim Process
 	t.mu.Lock()
 	if n, ok := t.items[key]; ok {
-		if !n.entry.Process.IsOpen() || e.Process.IsOpen() {
+		coalesced := n.entry.Process.IsOpen() || (e.Unique != "" && n.entry.Unique == e.Unique)
+		if !coalesced || e.Process.IsOpen() {
 			victim = n.entry.Process
 			n.entry.StopDeadline()
 			n.entry = e
@@ -134,24 +145,6 @@ func (t *Table[K]) insertLocked(key K, e Entry) Process {
 	old.entry.StopDeadline()
 	t.evicted.Add(1)
 	return old.entry.Process
-}
-
-// Add stores e under key unless an entry is there already, and reports
-// whether it stored e. A Gearman submit coalesced onto a queued job gets
-// the job's handle: the job stays in the trace of the submit that created
-// it, so the entry that submit left is kept.
-func (t *Table[K]) Add(key K, e Entry) bool {
-	t.mu.Lock()
-	if n, ok := t.items[key]; ok {
-		t.unlink(n)
-		t.pushFront(n)
-		t.mu.Unlock()
-		return false
-	}
-	victim := t.insertLocked(key, e)
-	t.mu.Unlock()
-	victim.evict() // not under our lock, as in Put
-	return true
 }
 
 // Get returns the entry under key and marks it recently used.

@@ -55,26 +55,28 @@ func TestTableLRU(t *testing.T) {
 	}
 }
 
-// TestTableAdd: Add keeps an entry already there (and counts as a use),
-// stores a new one, and evicts over the cap as Put does.
-func TestTableAdd(t *testing.T) {
-	tb := NewTable[string](2)
-	if !tb.Add("a", Entry{Attempts: 1}) {
-		t.Fatal("Add(a) to an empty table stored nothing")
+// TestTablePutCoalesced: an entry with the same Unique as a new one
+// without a process span is kept (a coalesced Gearman submit); one with
+// another Unique, or none, is replaced (a handle given again), and an
+// entry with a process span replaces any.
+func TestTablePutCoalesced(t *testing.T) {
+	tb := NewTable[string](4)
+	tb.Put("h1", Entry{Attempts: 1, Unique: "u"})
+	tb.Put("h1", Entry{Attempts: 2, Unique: "u"})
+	if e, _ := tb.Get("h1"); e.Attempts != 1 {
+		t.Fatalf("same unique id: %+v, want the first entry kept", e)
 	}
-	tb.Put("b", Entry{Attempts: 2})
-	if tb.Add("a", Entry{Attempts: 9}) {
-		t.Fatal("Add(a) replaced the entry there")
+	tb.Put("h1", Entry{Attempts: 3, Unique: "v"})
+	if e, _ := tb.Get("h1"); e.Attempts != 3 {
+		t.Fatalf("another unique id: %+v, want it replaced", e)
 	}
-	if e, _ := tb.Get("a"); e.Attempts != 1 {
-		t.Fatalf("a = %+v after a second Add, want the first", e)
+	tb.Put("h2", Entry{Attempts: 1})
+	tb.Put("h2", Entry{Attempts: 2})
+	if e, _ := tb.Get("h2"); e.Attempts != 2 {
+		t.Fatalf("no unique id: %+v, want it replaced", e)
 	}
-	tb.Add("a", Entry{}) // a is now the most recently used: c evicts b
-	if !tb.Add("c", Entry{Attempts: 3}) {
-		t.Fatal("Add(c) stored nothing")
-	}
-	if _, ok := tb.Get("b"); ok || tb.Len() != 2 || tb.Evicted() != 1 {
-		t.Fatalf("b present=%v Len %d Evicted %d, want b evicted", ok, tb.Len(), tb.Evicted())
+	if tb.Len() != 2 || tb.Evicted() != 0 {
+		t.Fatalf("Len %d Evicted %d, want 2 and 0", tb.Len(), tb.Evicted())
 	}
 }
 
