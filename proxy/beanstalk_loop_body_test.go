@@ -3,11 +3,15 @@
 package proxy_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	gobeanstalk "github.com/beanstalkd/go-beanstalk"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/proxy"
 )
@@ -133,4 +137,44 @@ func TestBeanstalkLoopBodiesBackUp(t *testing.T) {
 			t.Fatalf("got %d bytes, want %d; they differ from byte %d", len(got), want.Len(), i)
 		}
 	})
+}
+
+// TestBeanstalkGoClientLargeBodies: go-beanstalk puts and reserves binary
+// bodies on both sides of the loop's direct-read (4 KiB) and writev
+// (2 KiB) thresholds, up to the maximum job size, against jobgate on both
+// paths and against beanstalkd; one byte over is ErrJobTooBig on all.
+func TestBeanstalkGoClientLargeBodies(t *testing.T) {
+	for _, start := range []func(testing.TB, int) bsServer{bsStartJobgate, bsStartJobgateGoroutines, bsStartReal} {
+		srv := start(t, 0)
+		t.Run(srv.name, func(t *testing.T) {
+			c, err := gobeanstalk.DialTimeout("tcp", srv.addr, bsReplyTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, n := range []int{2047, 2048, 4095, 4096, 16384, 65535} {
+				body := make([]byte, n)
+				for i := range body {
+					body[i] = byte(i*7) ^ "\r\n"[i%2]
+				}
+				id, err := c.Put(body, 1, 0, time.Minute)
+				if err != nil {
+					t.Fatalf("put %d bytes: %v", n, err)
+				}
+				if got, err := c.Peek(id); err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("peek %d bytes: %d bytes %v", n, len(got), err)
+				}
+				rid, got, err := c.Reserve(bsReplyTimeout)
+				if err != nil || rid != id || !bytes.Equal(got, body) {
+					t.Fatalf("reserve %d bytes: %d %d bytes %v", n, rid, len(got), err)
+				}
+				if err := c.Delete(id); err != nil {
+					t.Fatalf("delete: %v", err)
+				}
+			}
+			if _, err := c.Put(make([]byte, 65536), 1, 0, time.Minute); !errors.Is(err, gobeanstalk.ErrJobTooBig) {
+				t.Fatalf("put one byte over the maximum: %v, want ErrJobTooBig", err)
+			}
+		})
+	}
 }
