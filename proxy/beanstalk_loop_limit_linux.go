@@ -21,7 +21,7 @@ func (l *beanstalkLoop) outHigh() int {
 // is.
 func (l *beanstalkLoop) cutSlow(b *bloopConn) bool {
 	n := l.srv.guard.current().WriteBufferLimit
-	if n <= 0 || len(b.out) <= n {
+	if n <= 0 || b.pending() <= n {
 		return false
 	}
 	if s := l.srv.connSeries; s != nil {

@@ -72,7 +72,11 @@ type bloopConn struct {
 
 	in  []byte // read, not yet decoded: in[ir:]
 	ir  int
-	out []byte // replies not yet written
+	out []byte // replies not yet written, but for the bodies in refs
+
+	refs     []bloopRef      // large reply bodies queued by reference (beanstalk_loop_out_linux.go)
+	refBytes int             // bytes of refs not yet written
+	iov      []syscall.Iovec // writeOut's, kept between writes
 
 	events  uint32 // the epoll events registered
 	wantOut bool   // output is waiting for room: EPOLLOUT
@@ -197,6 +201,7 @@ func (l *beanstalkLoop) adopt(c *beanstalkConn) bool {
 	}
 	inner.Close() // the duplicate keeps the socket open, for the loop alone
 	b := &bloopConn{c: c, l: l, fd: fd, dec: wire.NewDecoder(l.srv.limits)}
+	b.dec.DirectMin = bloopDirectMin
 	b.sess = l.srv.eng.NewSession(b.notify)
 	c.loop = b
 	l.adopted.Add(1)
@@ -415,11 +420,11 @@ func (l *beanstalkLoop) markDirty(b *bloopConn) {
 // write sends b's output with one non-blocking write; the rest waits for
 // EPOLLOUT.
 func (l *beanstalkLoop) write(b *bloopConn) {
-	if b.closed || len(b.out) == 0 {
+	if b.closed || b.pending() == 0 {
 		return
 	}
 	w := &b.c.watch
-	n, err := epoll.Write(b.fd, b.out)
+	n, err := b.writeOut()
 	if err != nil {
 		b.dead = true
 		l.close(b)
@@ -428,16 +433,15 @@ func (l *beanstalkLoop) write(b *bloopConn) {
 	if n > 0 {
 		w.wrote.Add(1)
 	}
-	b.out = b.out[:copy(b.out, b.out[n:])]
 	if l.cutSlow(b) {
 		return
 	}
-	w.setFlag(watchWriting, len(b.out) > 0)
+	w.setFlag(watchWriting, b.pending() > 0)
 	if len(b.out) == 0 && cap(b.out) > bloopKeep {
 		b.out = nil
 	}
-	b.wantOut = len(b.out) > 0
-	if !b.parked() && len(b.out) < l.outHigh() {
+	b.wantOut = b.pending() > 0
+	if !b.parked() && b.pending() < l.outHigh() {
 		l.serve(b) // commands left waiting for room, or an end of input
 		return
 	}
@@ -453,7 +457,7 @@ func (b *bloopConn) parked() bool { return b.waiting || b.held }
 func (l *beanstalkLoop) interest(b *bloopConn) {
 	var ev uint32
 	pending := len(b.in) - b.ir
-	if !b.eof && !b.quit && len(b.out) < l.outHigh() && (!b.parked() || pending < maxReadAhead) {
+	if !b.eof && !b.quit && b.pending() < l.outHigh() && (!b.parked() || pending < maxReadAhead) {
 		ev = epoll.In | epoll.Err
 	}
 	if b.wantOut {
@@ -477,10 +481,11 @@ func (l *beanstalkLoop) close(b *bloopConn) {
 		b.timer.Stop()
 	}
 	b.sess.Close()
-	if !b.dead && len(b.out) > 0 {
-		epoll.Write(b.fd, b.out)
+	if !b.dead && b.pending() > 0 {
+		b.writeOut()
 	}
-	b.out, b.in = nil, nil
+	b.dropOut()
+	b.in = nil
 	l.srv.guard.unwatch(&b.c.watch)
 	l.poll.Del(b.fd)
 	syscall.Close(b.fd)

@@ -16,6 +16,11 @@ import (
 // as from beanstalkd, and the commands it sent before closing are still
 // served, as on a connection goroutine (beanstalkConn.await).
 func (l *beanstalkLoop) read(b *bloopConn) {
+	if room := b.dec.Room(); len(room) > 0 {
+		n, err := b.readBody(room)
+		l.readDone(b, n, err)
+		return
+	}
 	pending := len(b.in) - b.ir
 	want := max(bloopReadMin, b.dec.Need(b.in[b.ir:])-pending)
 	if cap(b.in)-len(b.in) < want {
@@ -30,6 +35,15 @@ func (l *beanstalkLoop) read(b *bloopConn) {
 		}
 	}
 	n, err := epoll.Read(b.fd, b.in[len(b.in):cap(b.in)])
+	if n > 0 {
+		b.in = b.in[:len(b.in)+n]
+	}
+	l.readDone(b, n, err)
+}
+
+// readDone serves what a read of n bytes brought (already appended to
+// b.in or a body's room), or handles its error or end of input.
+func (l *beanstalkLoop) readDone(b *bloopConn, n int, err error) {
 	switch {
 	case err == syscall.EAGAIN:
 		return
@@ -43,8 +57,6 @@ func (l *beanstalkLoop) read(b *bloopConn) {
 			b.sess.Cancel() // a reserve ends; a journaled change stays pending
 			l.collect(b)
 		}
-	default:
-		b.in = b.in[:len(b.in)+n]
 	}
 	l.serve(b)
 }
@@ -58,7 +70,7 @@ func (l *beanstalkLoop) serve(b *bloopConn) {
 	srv, c := l.srv, b.c
 	bt := srv.trace
 	high := l.outHigh()
-	for !b.closed && !b.quit && !b.parked() && len(b.out) < high {
+	for !b.closed && !b.quit && !b.parked() && b.pending() < high {
 		n, cmd, err := b.dec.Decode(b.in[b.ir:])
 		b.ir += n
 		if cmd == nil && err == nil {
@@ -130,13 +142,13 @@ func (l *beanstalkLoop) serve(b *bloopConn) {
 	// A request begun and not finished is under the read timeout; a parked
 	// one is the engine's to time.
 	c.watch.setFlag(watchPartial, !b.parked() && (b.ir < len(b.in) || b.dec.Partial()))
-	if len(b.out) == 0 && (b.quit || b.eof && !b.parked()) {
+	if b.pending() == 0 && (b.quit || b.eof && !b.parked()) {
 		// quit, or the client's commands are all answered; not before
 		// the replies are written, which the write timeout bounds.
 		l.close(b)
 		return
 	}
-	if len(b.out) > 0 && !b.wantOut {
+	if b.pending() > 0 && !b.wantOut {
 		l.markDirty(b)
 	}
 	l.interest(b)
@@ -168,5 +180,5 @@ func (l *beanstalkLoop) reply(b *bloopConn, verb wire.Verb, cmd *wire.Command, r
 		b.quit = true
 		return
 	}
-	b.out = r.AppendTo(b.out)
+	b.appendReply(r)
 }

@@ -63,6 +63,11 @@ type Command struct {
 	Bound uint32
 	// Body is the job body of put, without its trailing "\r\n".
 	Body []byte
+	// BodyOwned says Body was allocated for this command alone, at exactly
+	// its length, and nothing else refers to it: a receiver may keep it
+	// instead of copying it. A Decoder with DirectMin sets it for the
+	// bodies it reads into a buffer of their own.
+	BodyOwned bool
 }
 
 // ReplyKind names a reply.

@@ -3,6 +3,7 @@ package beanstalk
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -11,12 +12,30 @@ import (
 // event loop offers what each read brought, and collects what it decodes.
 // The second result says whether bytes of an unfinished command were left.
 func decodeChunks(data []byte, chunk int, lim Limits) ([]result, bool) {
+	return decodeChunksDirect(data, chunk, lim, 0, false)
+}
+
+// decodeChunksDirect is decodeChunks with Decoder.DirectMin set to direct;
+// with room, each piece goes first into the decoder's Room, as an event
+// loop's read does, and only the rest to Decode. Every owned body must be
+// exactly its length.
+func decodeChunksDirect(data []byte, chunk int, lim Limits, direct int, room bool) ([]result, bool) {
 	d := NewDecoder(lim)
+	d.DirectMin = direct
 	var out []result
 	var buf []byte
 	for len(data) > 0 || len(buf) > 0 {
 		k := min(chunk, len(data))
-		buf = append(buf, data[:k]...)
+		piece := data[:k]
+		if r := d.Room(); room && len(r) > 0 {
+			if len(buf) > 0 {
+				panic("bytes buffered while a body waits for its room")
+			}
+			m := copy(r, piece)
+			d.Filled(m)
+			piece = piece[m:]
+		}
+		buf = append(buf, piece...)
 		data = data[k:]
 		for {
 			n, c, err := d.Decode(buf)
@@ -27,7 +46,12 @@ func decodeChunks(data []byte, chunk int, lim Limits) ([]result, bool) {
 			case err != nil:
 				panic(err)
 			case c != nil:
-				out = append(out, result{cmd: cloneCommand(c)})
+				if c.BodyOwned && (len(c.Body) < direct || cap(c.Body) != len(c.Body)) {
+					panic(fmt.Sprintf("owned body of %d bytes, cap %d, DirectMin %d", len(c.Body), cap(c.Body), direct))
+				}
+				c2 := cloneCommand(c)
+				c2.BodyOwned = false
+				out = append(out, result{cmd: c2})
 			}
 			buf = buf[n:]
 			if n == 0 || len(buf) == 0 && c == nil && err == nil {
@@ -52,6 +76,15 @@ func checkDecoder(t *testing.T, data []byte, lim Limits) {
 		got, partial := decodeChunks(data, chunk, lim)
 		if !equalResults(got, want) || partial != unfinished {
 			t.Fatalf("%q in pieces of %d: decoder %v (partial %v), reader %v (%v)", data, chunk, got, partial, want, err)
+		}
+		for _, direct := range []int{1, 5, 4096} {
+			for _, room := range []bool{false, true} {
+				got, partial := decodeChunksDirect(data, chunk, lim, direct, room)
+				if !equalResults(got, want) || partial != unfinished {
+					t.Fatalf("%q in pieces of %d, DirectMin %d, room %v: decoder %v (partial %v), reader %v (%v)",
+						data, chunk, direct, room, got, partial, want, err)
+				}
+			}
 		}
 	}
 }

@@ -21,6 +21,17 @@ func (r *Reply) AppendTo(dst []byte) []byte {
 	return dst
 }
 
+// AppendLine appends the reply's line with its "\r\n" and, unlike
+// AppendTo, not its body, for a server that writes a large body from where
+// it lies (writev): the body and "\r\n" follow it on the wire. It appends
+// nothing for an invalid Kind.
+func (r *Reply) AppendLine(dst []byte) []byte {
+	if !r.Kind.valid() {
+		return dst
+	}
+	return r.appendLine(dst)
+}
+
 // appendLine appends the reply's line, with its "\r\n", but not its body.
 func (r *Reply) appendLine(dst []byte) []byte {
 	dst = append(dst, replyTokens[r.Kind]...)

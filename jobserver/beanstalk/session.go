@@ -181,8 +181,12 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply, async bool) bool {
 		ttr = 1 // beanstalkd silently raises it
 	}
 	j := &job{pri: cmd.Pri, delay: cmd.Delay, ttr: ttr, idx: -1}
-	j.body = make([]byte, len(cmd.Body))
-	copy(j.body, cmd.Body)
+	if cmd.BodyOwned { // read into its own buffer (wire.Decoder.DirectMin): keep it
+		j.body = cmd.Body
+	} else {
+		j.body = make([]byte, len(cmd.Body))
+		copy(j.body, cmd.Body)
+	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()

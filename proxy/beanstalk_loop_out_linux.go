@@ -1,0 +1,148 @@
+//go:build linux
+
+package proxy
+
+import (
+	"syscall"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/internal/epoll"
+)
+
+// Large bodies on a loop connection, in and out, as beanstalkd moves them:
+// a put's body is read straight into the job's own buffer (the decoder's
+// DirectMin; the engine keeps it, wire.Command.BodyOwned), and a RESERVED
+// or FOUND body is written from the job with writev instead of being
+// copied into the output buffer. Smaller ones are cheaper copied than
+// given a system call or an iovec of their own.
+const (
+	// bloopDirectMin is the least put body read into its own buffer when
+	// it has not all arrived with its line.
+	bloopDirectMin = 4096
+	// bloopRefMin is the least RESERVED or FOUND body written from where
+	// it lies.
+	bloopRefMin = 2048
+)
+
+// bloopRef is a reply body queued by reference: it goes out before
+// out[at:], and body is what of it is not written yet. Job bodies are
+// never modified after put (jobserver/beanstalk's job.body), so holding
+// one is safe after the job is gone.
+type bloopRef struct {
+	at   int
+	body []byte
+}
+
+// pending returns how many bytes of output wait to be written.
+func (b *bloopConn) pending() int { return len(b.out) + b.refBytes }
+
+// appendReply queues r's wire form, a large job body by reference.
+func (b *bloopConn) appendReply(r *wire.Reply) {
+	if (r.Kind != wire.Reserved && r.Kind != wire.Found) || len(r.Body) < bloopRefMin {
+		b.out = r.AppendTo(b.out)
+		return
+	}
+	b.out = r.AppendLine(b.out)
+	b.refs = append(b.refs, bloopRef{at: len(b.out), body: r.Body})
+	b.refBytes += len(r.Body)
+	b.out = append(b.out, "\r\n"...)
+}
+
+// writeOut writes what it can of b's output with one system call, a
+// writev when bodies are queued by reference, and drops what was written.
+func (b *bloopConn) writeOut() (int, error) {
+	if len(b.refs) == 0 {
+		n, err := epoll.Write(b.fd, b.out)
+		b.out = b.out[:copy(b.out, b.out[n:])]
+		return n, err
+	}
+	iov := b.iov[:0]
+	prev, all := 0, true
+	for _, r := range b.refs {
+		if len(iov) > epoll.MaxIov-3 {
+			all = false // the rest goes with the next write
+			break
+		}
+		if r.at > prev {
+			iov = appendIov(iov, b.out[prev:r.at])
+		}
+		iov = appendIov(iov, r.body)
+		prev = r.at
+	}
+	if all && prev < len(b.out) {
+		iov = appendIov(iov, b.out[prev:])
+	}
+	n, err := epoll.Writev(b.fd, iov)
+	clear(iov) // hold no body past the call
+	b.iov = iov[:0]
+	b.consume(n)
+	return n, err
+}
+
+// appendIov appends p, non-empty, to iov.
+func appendIov(iov []syscall.Iovec, p []byte) []syscall.Iovec {
+	v := syscall.Iovec{Base: &p[0]}
+	v.SetLen(len(p))
+	return append(iov, v)
+}
+
+// consume drops the first n bytes of output, bodies by reference included.
+func (b *bloopConn) consume(n int) {
+	k, i := 0, 0 // bytes of out, and whole references, written
+	for n > 0 {
+		if i == len(b.refs) {
+			k += n
+			break
+		}
+		r := &b.refs[i]
+		if gap := r.at - k; gap > 0 {
+			d := min(gap, n)
+			k, n = k+d, n-d
+			continue
+		}
+		d := min(len(r.body), n)
+		r.body, n = r.body[d:], n-d
+		b.refBytes -= d
+		if len(r.body) == 0 {
+			i++
+		}
+	}
+	if i > 0 {
+		m := copy(b.refs, b.refs[i:])
+		clear(b.refs[m:])
+		b.refs = b.refs[:m]
+	}
+	for j := range b.refs {
+		b.refs[j].at -= k
+	}
+	b.out = b.out[:copy(b.out, b.out[k:])]
+}
+
+// dropOut forgets b's output unwritten.
+func (b *bloopConn) dropOut() {
+	b.out = nil
+	clear(b.refs)
+	b.refs, b.refBytes = b.refs[:0], 0
+}
+
+// readBody reads the rest of a put body the decoder holds in its own
+// buffer, and what follows it into b.in, with one readv.
+func (b *bloopConn) readBody(room []byte) (int, error) {
+	if cap(b.in)-len(b.in) < bloopReadMin {
+		if b.ir == len(b.in) { // always so while a body is read: Decode took all
+			b.in, b.ir = b.in[:0], 0
+		}
+		if cap(b.in)-len(b.in) < bloopReadMin {
+			buf := make([]byte, len(b.in), len(b.in)+bloopReadMin)
+			copy(buf, b.in)
+			b.in = buf
+		}
+	}
+	n, err := epoll.Readv(b.fd, room, b.in[len(b.in):cap(b.in)])
+	if n > 0 {
+		k := min(n, len(room))
+		b.dec.Filled(k)
+		b.in = b.in[:len(b.in)+n-k]
+	}
+	return n, err
+}
