@@ -36,7 +36,7 @@ func TestBloopConsumeEveryCut(t *testing.T) {
 	var b bloopConn
 	var want []byte
 	for i := range replies {
-		b.appendReply(&replies[i])
+		b.appendReply(&replies[i], true)
 		want = replies[i].AppendTo(want)
 	}
 	if len(b.refs) != 3 {

@@ -36,9 +36,10 @@ type bloopRef struct {
 // pending returns how many bytes of output wait to be written.
 func (b *bloopConn) pending() int { return len(b.out) + b.refBytes }
 
-// appendReply queues r's wire form, a large job body by reference.
-func (b *bloopConn) appendReply(r *wire.Reply) {
-	if (r.Kind != wire.Reserved && r.Kind != wire.Found) || len(r.Body) < bloopRefMin {
+// appendReply queues r's wire form, a large body by reference if jobBody
+// says it is a job's own (never modified, see bloopRef).
+func (b *bloopConn) appendReply(r *wire.Reply, jobBody bool) {
+	if !jobBody || (r.Kind != wire.Reserved && r.Kind != wire.Found) || len(r.Body) < bloopRefMin {
 		b.out = r.AppendTo(b.out)
 		return
 	}
@@ -145,4 +146,9 @@ func (b *bloopConn) readBody(room []byte) (int, error) {
 		b.in = b.in[:len(b.in)+n-k]
 	}
 	return n, err
+}
+
+// sameBytes reports whether a and b are the same slice of the same memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

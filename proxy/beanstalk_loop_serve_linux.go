@@ -170,8 +170,13 @@ func (l *beanstalkLoop) collect(b *bloopConn) bool {
 // its count, and its reply queued; r.Kind 0 closes the connection once
 // what is queued is written.
 func (l *beanstalkLoop) reply(b *bloopConn, verb wire.Verb, cmd *wire.Command, r *wire.Reply) {
+	jobBody := true // r.Body, if any, is the job's own, never modified
 	if cmd != nil && l.srv.trace != nil {
+		body := r.Body
 		l.srv.trace.after(&b.ct, cmd, r)
+		// A traceparent envelope replaces it with a buffer the
+		// connection's next reserve reuses: that one is copied.
+		jobBody = sameBytes(body, r.Body)
 	}
 	if m := l.srv.metrics; m != nil {
 		m.Commands.Beanstalk(verb, beanstalkResult(r.Kind))
@@ -180,5 +185,5 @@ func (l *beanstalkLoop) reply(b *bloopConn, verb wire.Verb, cmd *wire.Command, r
 		b.quit = true
 		return
 	}
-	b.appendReply(r)
+	b.appendReply(r, jobBody)
 }

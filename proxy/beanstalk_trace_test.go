@@ -1,8 +1,13 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,6 +170,44 @@ func testBeanstalkTracePayload(t *testing.T) {
 	if proc.Name() != "process default" || trace.SpanContextFromContext(ctx).SpanID() != proc.SpanContext().SpanID() ||
 		trace.SpanContextFromContext(ctx).TraceID() != proc.SpanContext().TraceID() {
 		t.Fatalf("envelope carries %v, process span is %v", trace.SpanContextFromContext(ctx), proc.SpanContext())
+	}
+}
+
+// TestBeanstalkTracePayloadLarge: large bodies (which the event loop
+// writes from the job, by reference) with a traceparent envelope, reserved
+// by pipelined commands: each reply carries its own job's body, though the
+// envelopes share the connection's buffer.
+func TestBeanstalkTracePayloadLarge(t *testing.T) { bsBothPaths(t, testBeanstalkTracePayloadLarge) }
+
+func testBeanstalkTracePayloadLarge(t *testing.T) {
+	tr, _ := recordedTracer(t, tracing.Beanstalk, tracing.Config{PayloadTraceparent: true})
+	addr, _ := startBeanstalkTraced(t, tr, engine.Config{})
+	bodies := []string{strings.Repeat("a", 3000), strings.Repeat("b", 3000)}
+	c := bgwDial(t, addr)
+	for _, body := range bodies {
+		_, err := c.Put([]byte(body), 1, 0, time.Minute)
+		must(t, err)
+	}
+	nc, err := net.Dial("tcp", addr)
+	must(t, err)
+	defer nc.Close()
+	must(t, nc.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.WriteString(nc, "reserve\r\nreserve\r\n")
+	must(t, err)
+	br := bufio.NewReader(nc)
+	for i, want := range bodies {
+		var id, n int
+		line, err := br.ReadString('\n')
+		must(t, err)
+		if _, err := fmt.Sscanf(line, "RESERVED %d %d\r\n", &id, &n); err != nil {
+			t.Fatalf("reply %d: %q", i, line)
+		}
+		body := make([]byte, n+2)
+		_, err = io.ReadFull(br, body)
+		must(t, err)
+		if _, got := jobctx.Extract(context.Background(), body[:n]); string(got) != want || string(body[n:]) != "\r\n" {
+			t.Fatalf("reply %d (job %d) carries %q..., want %q...", i, id, got[:min(len(got), 8)], want[:8])
+		}
 	}
 }
 

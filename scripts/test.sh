@@ -32,3 +32,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -timeout 12m ./...
+# With one CPU the event loops wait parked on the runtime's netpoller
+# (internal/epoll ParkWhenAlone) instead of in a system call: run the
+# servers' own suites that way too.
+go test -race -count=1 -timeout 6m -cpu 1 -run 'Beanstalk|Gearman' ./proxy/

@@ -41,12 +41,13 @@ func New() (*Poller, error) {
 	return &Poller{fd: fd}, nil
 }
 
-// Close closes the epoll instance. It does not wake a Wait blocked on it
-// (the kernel keeps the instance until that wait returns), so the loop
-// closes its own poller, or wakes itself first with an EventFD.
+// Close closes the epoll instance. A Wait blocked in the system call is
+// not woken (the kernel keeps the instance until that wait returns); a
+// parked one is, with an error. So the loop closes its own poller, or
+// wakes itself first with an EventFD.
 func (p *Poller) Close() error {
 	if p.park != nil {
-		return p.park.f.Close()
+		p.park.f.Close()
 	}
 	return syscall.Close(p.fd)
 }
@@ -75,9 +76,10 @@ func (p *Poller) Del(fd int) error {
 // when nothing is ready does it block, for at most msec milliseconds (-1:
 // no limit), through the runtime so that the P can serve other goroutines
 // meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
-// CPU per job, not less; so did parking on the runtime's netpoller and a
-// few raw polls before blocking: docs/BENCHMARKS.md, "How the loop waits".)
-// A poller that ParkWhenAlone set up parks on the netpoller instead.
+// CPU per job, not less; so did, with more than one P, parking on the
+// runtime's netpoller and a few raw polls before blocking:
+// docs/BENCHMARKS.md, "How the loop waits".) A poller that ParkWhenAlone
+// set up (one P) parks on the netpoller instead.
 // EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {

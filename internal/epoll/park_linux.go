@@ -44,21 +44,34 @@ type parker struct {
 
 // ParkWhenAlone makes Wait block by parking on the runtime's netpoller
 // rather than in a system call if GOMAXPROCS is 1 now (see the top of
-// this file); otherwise it does nothing. Call it before the first Wait;
-// a poller that parks has its descriptor owned by an os.File, which Close
-// closes.
+// this file); otherwise it does nothing. Call it before the first Wait.
+// The netpoller watches a duplicate of the poller's descriptor, held by an
+// os.File that Close closes too. If the runtime cannot watch it, Wait
+// keeps blocking in the system call.
 func (p *Poller) ParkWhenAlone() error {
 	if p.park != nil || runtime.GOMAXPROCS(0) != 1 {
 		return nil
 	}
+	dup, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(p.fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return e
+	}
 	// The runtime's poller takes only non-blocking descriptors; epoll_pwait
 	// itself ignores the flag and blocks for its timeout.
-	if err := syscall.SetNonblock(p.fd, true); err != nil {
+	if err := syscall.SetNonblock(int(dup), true); err != nil {
+		syscall.Close(int(dup))
 		return err
 	}
-	f := os.NewFile(uintptr(p.fd), "epoll")
+	f := os.NewFile(dup, "epoll")
+	// A descriptor the netpoller did not take has no deadlines: parking
+	// on it would fail at once, every time.
+	if f.SetReadDeadline(time.Time{}) != nil {
+		f.Close()
+		return nil
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
+		f.Close()
 		return err
 	}
 	k := &parker{f: f, rc: rc}
@@ -67,6 +80,7 @@ func (p *Poller) ParkWhenAlone() error {
 	return nil
 }
 
+// rawWait polls epoll instance fd for ready events without blocking.
 func rawWait(fd int, evs []syscall.EpollEvent) (uintptr, syscall.Errno) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(fd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
 	return n, e
@@ -82,11 +96,12 @@ func (k *parker) tryWait(fd uintptr) bool {
 // wait parks until an event is ready or msec milliseconds have passed
 // (-1: no limit).
 func (k *parker) wait(evs []syscall.EpollEvent, msec int) (int, error) {
+	// Registered (ParkWhenAlone checked), the file takes deadlines.
 	if msec >= 0 {
-		k.f.SetReadDeadline(time.Now().Add(time.Duration(msec) * time.Millisecond))
+		_ = k.f.SetReadDeadline(time.Now().Add(time.Duration(msec) * time.Millisecond))
 		k.deadline = true
 	} else if k.deadline {
-		k.f.SetReadDeadline(time.Time{})
+		_ = k.f.SetReadDeadline(time.Time{})
 		k.deadline = false
 	}
 	k.evs = evs

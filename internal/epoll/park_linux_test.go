@@ -78,8 +78,10 @@ func waitState(t *testing.T) string {
 	return ""
 }
 
-// TestParkedClose: Close after ParkWhenAlone closes the descriptor.
+// TestParkedClose: Close after ParkWhenAlone (one P) closes the poller's
+// descriptor and the duplicate the netpoller watched.
 func TestParkedClose(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	p, err := New()
 	if err != nil {
 		t.Fatal(err)
@@ -87,12 +89,21 @@ func TestParkedClose(t *testing.T) {
 	if err := p.ParkWhenAlone(); err != nil {
 		t.Fatal(err)
 	}
+	if p.park == nil {
+		t.Fatal("ParkWhenAlone with one P did not park")
+	}
+	var dup int
+	if err := p.park.rc.Control(func(fd uintptr) { dup = int(fd) }); err != nil {
+		t.Fatal(err)
+	}
 	fd := p.fd
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != syscall.EBADF {
-		t.Fatalf("fstat after Close: %v, want EBADF", err)
+	for _, fd := range []int{fd, dup} {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != syscall.EBADF {
+			t.Fatalf("fstat of %d after Close: %v, want EBADF", fd, err)
+		}
 	}
 }
