@@ -49,12 +49,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxPacketSize <= 0 {
 		l.MaxPacketSize = DefaultMaxPacketSize
 	}
-	if uint64(l.MaxPacketSize) > math.MaxUint32 {
-		l.MaxPacketSize = math.MaxUint32 // the length field is 32 bits
-	}
-	if l.MaxPacketSize > math.MaxInt-HeaderSize {
-		l.MaxPacketSize = math.MaxInt - HeaderSize // 32-bit platforms
-	}
+	// The length field is 32 bits, and a packet's size must fit an int
+	// (32-bit platforms).
+	l.MaxPacketSize = int(min(uint64(l.MaxPacketSize), math.MaxUint32, uint64(math.MaxInt-HeaderSize)))
 	if l.MaxLineSize <= 0 {
 		l.MaxLineSize = DefaultMaxLineSize
 	}
