@@ -16,6 +16,9 @@
 #   FSYNC [""]: with always, interval or never, both servers persist, each
 #     with the matching policy: jobgate -data-fsync always|interval (50ms)|
 #     never against beanstalkd -b with -f0|-f50|-F.
+#   MEMORY_JOBS [1000000]: after the workloads, this many 100-byte jobs are
+#     put (and kept) on fresh in-memory servers and each server's RSS
+#     growth per job is printed; 0 skips it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +26,7 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
 WORKLOADS=${WORKLOADS:-"put-1 put-16 reserve-delete cycle pipelined-put put-16k"}
 FSYNC=${FSYNC:-}
+MEMORY_JOBS=${MEMORY_JOBS:-1000000}
 OUT=${OUT:-$(mktemp -d /tmp/bench-beanstalk.XXXXXX)}
 mkdir -p "$OUT"
 command -v beanstalkd >/dev/null || { echo "beanstalkd not found" >&2; exit 1; }
@@ -84,3 +88,28 @@ for wl in $WORKLOADS; do
 	echo "$wl: $(grep '^summary' "$OUT/$wl.txt" | sed "s/127.0.0.1:$JG_PORT/jobgate/; s/127.0.0.1:$BS_PORT/beanstalkd/")"
 	stop_servers
 done
+
+# rss_kb PID prints the resident set size of PID in KiB.
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+# Memory per queued job: RSS growth over MEMORY_JOBS kept 100-byte jobs.
+if [ "$MEMORY_JOBS" -gt 0 ]; then
+	BS_PORT=$(free_port)
+	beanstalkd -l 127.0.0.1 -p "$BS_PORT" >"$OUT/beanstalkd.log" 2>&1 &
+	BS_PID=$!
+	JG_PORT=$(free_port)
+	while [ "$JG_PORT" = "$BS_PORT" ]; do JG_PORT=$(free_port); done
+	"$OUT/jobgate" -gearman "" -admin "" -data "" -beanstalk "127.0.0.1:$JG_PORT" >"$OUT/jobgate.log" 2>&1 &
+	JG_PID=$!
+	wait_port "$BS_PORT"
+	wait_port "$JG_PORT"
+	for server in beanstalkd jobgate; do
+		if [ "$server" = beanstalkd ]; then port=$BS_PORT pid=$BS_PID; else port=$JG_PORT pid=$JG_PID; fi
+		before=$(rss_kb "$pid")
+		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$port" -workload put -conns 8 -body-size 100 \
+			-n "$MEMORY_JOBS" -keep >"$OUT/$server-memory.txt"
+		after=$(rss_kb "$pid")
+		echo "memory $server: $MEMORY_JOBS kept 100-byte jobs, RSS $before -> $after KiB, $(((after - before) * 1024 / MEMORY_JOBS)) bytes/job"
+	done
+	stop_servers
+fi

@@ -14,7 +14,7 @@ free_port() {
 
 # wait_port waits until something accepts on the port.
 wait_port() {
-	for _ in $(seq 100); do
+	for _ in $(seq 200); do # 10 s: a loaded machine starts servers slowly
 		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
 			return 0
 		fi
