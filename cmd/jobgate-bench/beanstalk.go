@@ -270,12 +270,14 @@ func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beansta
 	var stopAt, serverAtStop, proxyAtStop, selfAtStop atomic.Int64
 	if b.n == 0 {
 		timer := time.AfterFunc(b.duration, func() {
-			b.doneByStop.Store(b.done.Load())
-			stopAt.Store(int64(time.Since(start)))
 			serverAtStop.Store(int64(cpuTime(b.pid)))
 			proxyAtStop.Store(int64(cpuTime(b.proxyPID)))
 			selfAtStop.Store(int64(selfCPU()))
+			stopAt.Store(int64(time.Since(start)))
+			// Stop first, then count: what completes after the count was
+			// in flight at the stop, at most one unit per connection.
 			b.stop.Store(true)
+			b.doneByStop.Store(b.done.Load())
 		})
 		defer timer.Stop()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 )
@@ -109,15 +110,17 @@ func parseBsReply(line []byte) (kind wire.ReplyKind, id uint64, size int, err er
 }
 
 // replyNumber reads the decimal number at the start of b, returning it and
-// what follows; no digits, or too many, return b whole (never a valid end).
+// what follows; no digits, or a number over 64 bits, return b whole
+// (never a valid end).
 func replyNumber(b []byte) (uint64, []byte) {
 	var v uint64
 	i := 0
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		if i == 19 {
-			return 0, b
+		d := uint64(b[i] - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, b // overflow
 		}
-		v = v*10 + uint64(b[i]-'0')
+		v = v*10 + d
 	}
 	if i == 0 {
 		return 0, b
