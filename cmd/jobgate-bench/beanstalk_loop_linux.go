@@ -28,7 +28,7 @@ type bsMessages struct {
 }
 
 // bsLoopConn is one generator connection inside an event loop: the state
-// machine of its role (bsConn.next and bsConn.reply), a read buffer the
+// machine of its role (next and reply), a read buffer the
 // replies are parsed from, and the output the socket did not take yet.
 // Everything in it is owned by its loop's goroutine.
 type bsLoopConn struct {

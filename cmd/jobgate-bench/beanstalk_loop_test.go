@@ -120,6 +120,13 @@ func TestBeanstalkCountsMatchServer(t *testing.T) {
 			exact("cmd-put", d.put, n)
 			exact("current-jobs-ready", d.ready, n)
 		}},
+		{"pipelined-16k", []string{"-workload", "pipelined-put", "-n", "300", "-pipeline", "50", "-body-size", "16384", "-keep"}, func(t *testing.T, jobs int64, d bsCounts) {
+			// 800 KiB batches: more than a socket takes at once, so the
+			// loop keeps the rest and writes it on EPOLLOUT.
+			exact("jobs reported", jobs, n)
+			exact("cmd-put", d.put, n)
+			exact("current-jobs-ready", d.ready, n)
+		}},
 		{"reserve-delete", []string{"-workload", "reserve-delete", "-n", "300", "-keep"}, func(t *testing.T, jobs int64, d bsCounts) {
 			exact("jobs reported", jobs, n)
 			exact("cmd-put (prefill)", d.put, n)

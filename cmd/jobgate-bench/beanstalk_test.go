@@ -52,6 +52,9 @@ func TestBeanstalkResultLine(t *testing.T) {
 	if code := runBeanstalk([]string{"-compare-pid", pid}, &out, &errb); code != 2 {
 		t.Fatalf("-compare-pid without -compare: code %d, want 2", code)
 	}
+	if code := runBeanstalk([]string{"-loops", "0"}, &out, &errb); code != 2 {
+		t.Fatalf("-loops 0: code %d, want 2", code)
+	}
 	// Both servers measured: the summary gives each one's CPU per job.
 	out.Reset()
 	args := []string{"-addr", l.Addr().String(), "-compare", l.Addr().String(), "-workload", "put", "-n", "300",
