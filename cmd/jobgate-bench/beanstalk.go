@@ -267,8 +267,10 @@ func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beansta
 	server0, proxy0, self0 := cpuTime(b.pid), cpuTime(b.proxyPID), selfCPU()
 	start := time.Now()
 	var stopAt, serverAtStop, proxyAtStop, selfAtStop atomic.Int64
+	stopped := make(chan struct{}) // closed once the figures at the stop are stored
 	if b.n == 0 {
 		timer := time.AfterFunc(b.duration, func() {
+			defer close(stopped)
 			serverAtStop.Store(int64(cpuTime(b.pid)))
 			proxyAtStop.Store(int64(cpuTime(b.proxyPID)))
 			selfAtStop.Store(int64(selfCPU()))
@@ -292,6 +294,9 @@ func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beansta
 	}
 	res := &beanstalkResult{jobs: b.done.Load(), elapsed: time.Since(start),
 		serverCPU: cpuTime(b.pid) - server0, proxyCPU: cpuTime(b.proxyPID) - proxy0, genCPU: selfCPU() - self0}
+	if b.n == 0 && b.stop.Load() {
+		<-stopped
+	}
 	switch {
 	case b.n == 0 && b.stop.Load():
 		res.jobs, res.elapsed = b.doneByStop.Load(), time.Duration(stopAt.Load())
