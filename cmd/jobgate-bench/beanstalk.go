@@ -23,7 +23,10 @@ Workloads (each connection runs one request at a time unless pipelined):
   pipelined-put   every connection sends puts in batches of -pipeline
 
 Prints throughput in jobs/s and p50/p99 latency of one unit of work (a put,
-a reserve+delete, or a pipelined batch). With -compare, runs alternate
+a reserve+delete, or a pipelined batch), and the CPU the generator itself
+spent per job (gen_cpu_us). On Linux one event loop (-loops for more)
+drives every connection; -goroutines gives each its own goroutine, the
+old and costlier way. With -compare, runs alternate
 between two servers for -rounds each and a summary gives the median rates
 and their ratio (first / second).
 
@@ -49,6 +52,8 @@ type beanstalkBenchConfig struct {
 	pid        int
 	proxyPID   int
 	comparePID int
+	loops      int
+	goroutines bool
 }
 
 // beanstalkBench is one run against one server.
@@ -59,6 +64,7 @@ type beanstalkBench struct {
 	done       atomic.Int64 // units of work done
 	doneByStop atomic.Int64 // units done when the clock ran out
 	endAt      atomic.Int64 // Unix ns when the -n'th job was done
+	abort      atomic.Bool  // a connection failed: every driver stops
 }
 
 func runBeanstalk(args []string, stdout, stderr io.Writer) int {
@@ -86,14 +92,16 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.pid, "pid", 0, "server process id: report its CPU time per job (Linux)")
 	fs.IntVar(&cfg.comparePID, "compare-pid", 0, "process id of the -compare server: report its CPU time per job too (Linux)")
 	fs.IntVar(&cfg.proxyPID, "proxy-pid", 0, "process id of a proxy between generator and server: report its CPU time per job too (Linux; without -compare)")
+	fs.IntVar(&cfg.loops, "loops", 1, "event loops (goroutines on their own epoll, Linux) sharing the connections")
+	fs.BoolVar(&cfg.goroutines, "goroutines", false, "drive each connection from its own goroutine instead of event loops")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if cfg.conns < 1 || cfg.producers < 1 || cfg.consumers < 1 || cfg.bodySize < 0 || cfg.pipeline < 1 || cfg.rounds < 1 || !wire.ValidName([]byte(cfg.tube)) {
-		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -conns, -producers, -consumers, -pipeline, -rounds must be positive, -body-size not negative, -tube a valid name")
+	if cfg.conns < 1 || cfg.producers < 1 || cfg.consumers < 1 || cfg.bodySize < 0 || cfg.pipeline < 1 || cfg.rounds < 1 || cfg.loops < 1 || !wire.ValidName([]byte(cfg.tube)) {
+		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -conns, -producers, -consumers, -pipeline, -rounds, -loops must be positive, -body-size not negative, -tube a valid name")
 		return 2
 	}
 	if cfg.compare != "" && cfg.proxyPID > 0 || cfg.compare == "" && cfg.comparePID > 0 {
@@ -108,6 +116,7 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	rates := make([][]float64, len(addrs))
 	cpus := make([][]float64, len(addrs)) // server CPU µs per job
 	p99s := make([][]float64, len(addrs)) // µs
+	gens := make([][]float64, len(addrs)) // generator CPU µs per job
 	for range cfg.rounds {
 		for i, addr := range addrs {
 			b := &beanstalkBench{beanstalkBenchConfig: cfg}
@@ -123,7 +132,8 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 			res.print(stdout, b)
 			rates[i] = append(rates[i], float64(res.jobs)/res.elapsed.Seconds())
 			cpus[i] = append(cpus[i], res.perJob(res.serverCPU))
-			p99s[i] = append(p99s[i], float64(pct(res.lat, 0.99).Nanoseconds())/1e3)
+			p99s[i] = append(p99s[i], float64(res.lat.quantile(0.99).Nanoseconds())/1e3)
+			gens[i] = append(gens[i], res.perJob(res.genCPU))
 		}
 	}
 	if len(addrs) == 2 {
@@ -138,6 +148,7 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, ", ratio=%.2f", ca/cb)
 			}
 		}
+		fmt.Fprintf(stdout, "; generator cpu %.2f/%.2f us per job", median(gens[0]), median(gens[1]))
 		fmt.Fprintln(stdout)
 	}
 	return 0
@@ -158,11 +169,11 @@ func median(xs []float64) float64 {
 type beanstalkResult struct {
 	jobs    int64
 	elapsed time.Duration
-	lat     []time.Duration // one per unit of work of the main workers
-	putLat  []time.Duration // one per put of the cycle's producers
-	// CPU time the server and proxy (-pid, -proxy-pid) spent over the
-	// measured span, prefill and cleanup excluded.
-	serverCPU, proxyCPU time.Duration
+	lat     hdrHist // one per unit of work of the main workers
+	putLat  hdrHist // one per put of the cycle's producers
+	// CPU time the server and proxy (-pid, -proxy-pid) and this process
+	// spent over the measured span, prefill and cleanup excluded.
+	serverCPU, proxyCPU, genCPU time.Duration
 }
 
 func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
@@ -174,32 +185,21 @@ func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
 	}
 	fmt.Fprintf(w, "workload=%s addr=%s %s body=%dB\n", b.workload, b.addr, who, b.bodySize)
 	fmt.Fprintf(w, "jobs=%d elapsed=%.2fs rate=%.0f jobs/s %s\n",
-		r.jobs, r.elapsed.Seconds(), float64(r.jobs)/r.elapsed.Seconds(), percentiles(unit, r.lat))
+		r.jobs, r.elapsed.Seconds(), float64(r.jobs)/r.elapsed.Seconds(), percentiles(unit, &r.lat))
 	if b.workload == "cycle" {
-		fmt.Fprintf(w, "%s\n", percentiles("put", r.putLat))
+		fmt.Fprintf(w, "%s\n", percentiles("put", &r.putLat))
 	}
 	// One line for scripts: rate, latencies of the unit of work in µs, CPU
 	// per job in µs.
 	perJob := r.perJob
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	fmt.Fprintf(w, "result ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f proxy_cpu_us=%.2f\n",
-		float64(r.jobs)/r.elapsed.Seconds(), us(pct(r.lat, 0.50)), us(pct(r.lat, 0.99)), perJob(r.serverCPU), perJob(r.proxyCPU))
+	fmt.Fprintf(w, "result ops_per_s=%.0f p50_us=%.1f p99_us=%.1f server_cpu_us=%.2f proxy_cpu_us=%.2f gen_cpu_us=%.2f\n",
+		float64(r.jobs)/r.elapsed.Seconds(), us(r.lat.quantile(0.50)), us(r.lat.quantile(0.99)), perJob(r.serverCPU), perJob(r.proxyCPU), perJob(r.genCPU))
 }
 
 // percentiles formats the p50 and p99 of lat.
-func percentiles(unit string, lat []time.Duration) string {
-	return fmt.Sprintf("%s p50=%s p99=%s", unit, fmtLatency(pct(lat, 0.50)), fmtLatency(pct(lat, 0.99)))
-}
-
-// pct returns the p quantile of lat, sorting it in place.
-func pct(lat []time.Duration, p float64) time.Duration {
-	if len(lat) == 0 {
-		return 0
-	}
-	if !slices.IsSorted(lat) {
-		slices.Sort(lat)
-	}
-	return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+func percentiles(unit string, lat *hdrHist) string {
+	return fmt.Sprintf("%s p50=%s p99=%s", unit, fmtLatency(lat.quantile(0.50)), fmtLatency(lat.quantile(0.99)))
 }
 
 func fmtLatency(d time.Duration) string {
@@ -209,9 +209,9 @@ func fmtLatency(d time.Duration) string {
 func (b *beanstalkBench) run() (*beanstalkResult, error) {
 	switch b.workload {
 	case "put":
-		return b.runWorkers(b.conns, b.putWorker, nil)
+		return b.runWorkers(b.conns, rolePut, 0)
 	case "pipelined-put":
-		return b.runWorkers(b.conns, b.pipelinedWorker, nil)
+		return b.runWorkers(b.conns, rolePipelined, 0)
 	case "reserve-delete":
 		fill := b.prefill
 		if b.n > 0 {
@@ -220,83 +220,97 @@ func (b *beanstalkBench) run() (*beanstalkResult, error) {
 		if err := b.fill(fill); err != nil {
 			return nil, err
 		}
-		return b.runWorkers(b.conns, b.consumeWorker, nil)
+		return b.runWorkers(b.conns, roleConsume, 0)
 	case "cycle":
-		return b.runWorkers(b.consumers, b.consumeWorker, b.putWorker)
+		return b.runWorkers(b.consumers, roleConsume, b.producers)
 	}
 	return nil, fmt.Errorf("unknown workload %q", b.workload)
 }
 
-// runWorkers runs n copies of work (and b.producers copies of producer if
-// given) and gathers their latencies. Units of work are counted in b.done.
-func (b *beanstalkBench) runWorkers(n int, work, producer func(*beanstalkClient, *[]time.Duration) error) (*beanstalkResult, error) {
-	type worker struct {
-		f        func(*beanstalkClient, *[]time.Duration) error
-		producer bool
-		lat      []time.Duration
-	}
-	var ws []*worker
+// bsRole is what one connection of a run does.
+type bsRole uint8
+
+const (
+	rolePut       bsRole = iota // put, wait for INSERTED, again
+	rolePipelined               // put a batch of -pipeline, wait for every INSERTED, again
+	roleConsume                 // reserve, delete, again
+)
+
+// bsWorker is one connection of a run: its role and the latencies of its
+// units of work (each worker owns its histogram).
+type bsWorker struct {
+	c        *beanstalkClient
+	role     bsRole
+	producer bool // a cycle's producer: its latencies are the put line's
+	hist     hdrHist
+}
+
+// runWorkers runs n connections in role (and producers putting ones, for
+// the cycle) with the event loops or the goroutines, and gathers their
+// latencies. Units of work are counted in b.done.
+func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beanstalkResult, error) {
+	ws := make([]*bsWorker, 0, n+producers)
 	for range n {
-		ws = append(ws, &worker{f: work})
+		ws = append(ws, &bsWorker{role: role})
 	}
-	if producer != nil {
-		for range b.producers {
-			ws = append(ws, &worker{f: producer, producer: true})
-		}
+	for range producers {
+		ws = append(ws, &bsWorker{role: rolePut, producer: true})
 	}
-	clients := make([]*beanstalkClient, len(ws))
-	for i := range ws {
+	for _, w := range ws {
 		c, err := b.dial()
 		if err != nil {
 			return nil, err
 		}
 		defer c.nc.Close()
-		clients[i] = c
+		w.c = c
 	}
-	server0, proxy0 := cpuTime(b.pid), cpuTime(b.proxyPID)
+	server0, proxy0, self0 := cpuTime(b.pid), cpuTime(b.proxyPID), selfCPU()
 	start := time.Now()
-	var stopAt, serverAtStop, proxyAtStop atomic.Int64
+	var stopAt, serverAtStop, proxyAtStop, selfAtStop atomic.Int64
+	stopped := make(chan struct{}) // closed once the figures at the stop are stored
 	if b.n == 0 {
-		go func() {
-			time.Sleep(b.duration)
-			b.doneByStop.Store(b.done.Load())
-			stopAt.Store(int64(time.Since(start)))
+		timer := time.AfterFunc(b.duration, func() {
+			defer close(stopped)
 			serverAtStop.Store(int64(cpuTime(b.pid)))
 			proxyAtStop.Store(int64(cpuTime(b.proxyPID)))
+			selfAtStop.Store(int64(selfCPU()))
+			stopAt.Store(int64(time.Since(start)))
+			// Stop first, then count: what completes after the count was
+			// in flight at the stop, at most one unit per connection.
 			b.stop.Store(true)
-		}()
+			b.doneByStop.Store(b.done.Load())
+		})
+		defer timer.Stop()
 	}
-	errs := make(chan error, len(ws))
-	var wg sync.WaitGroup
-	for i, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- w.f(clients[i], &w.lat)
-		}()
+	var err error
+	if b.goroutines {
+		err = b.runGoroutines(ws)
+	} else {
+		err = b.runLoops(ws, start)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err != nil {
+		b.stop.Store(true)
+		return nil, err
 	}
 	res := &beanstalkResult{jobs: b.done.Load(), elapsed: time.Since(start),
-		serverCPU: cpuTime(b.pid) - server0, proxyCPU: cpuTime(b.proxyPID) - proxy0}
+		serverCPU: cpuTime(b.pid) - server0, proxyCPU: cpuTime(b.proxyPID) - proxy0, genCPU: selfCPU() - self0}
+	if b.n == 0 && b.stop.Load() {
+		<-stopped
+	}
 	switch {
 	case b.n == 0 && b.stop.Load():
 		res.jobs, res.elapsed = b.doneByStop.Load(), time.Duration(stopAt.Load())
 		res.serverCPU = time.Duration(serverAtStop.Load()) - server0
 		res.proxyCPU = time.Duration(proxyAtStop.Load()) - proxy0
+		res.genCPU = time.Duration(selfAtStop.Load()) - self0
 	case b.n > 0 && b.endAt.Load() > 0:
 		res.elapsed = time.Duration(b.endAt.Load() - start.UnixNano())
 	}
 	for _, w := range ws {
 		if w.producer {
-			res.putLat = append(res.putLat, w.lat...)
+			res.putLat.merge(&w.hist)
 		} else {
-			res.lat = append(res.lat, w.lat...)
+			res.lat.merge(&w.hist)
 		}
 	}
 	return res, nil
@@ -304,90 +318,13 @@ func (b *beanstalkBench) runWorkers(n int, work, producer func(*beanstalkClient,
 
 // more claims the next job for a producer: false when the run is over.
 func (b *beanstalkBench) more(k int64) bool {
+	if b.abort.Load() {
+		return false
+	}
 	if b.n > 0 {
 		return b.claimed.Add(k) <= b.n
 	}
 	return !b.stop.Load()
-}
-
-func (b *beanstalkBench) putWorker(c *beanstalkClient, lat *[]time.Duration) error {
-	for b.more(1) {
-		t0 := time.Now()
-		if _, err := c.put(); err != nil {
-			return err
-		}
-		*lat = append(*lat, time.Since(t0))
-		if b.workload != "cycle" {
-			b.done.Add(1)
-		}
-	}
-	return nil
-}
-
-func (b *beanstalkBench) pipelinedWorker(c *beanstalkClient, lat *[]time.Duration) error {
-	for b.more(int64(b.pipeline)) {
-		t0 := time.Now()
-		for range b.pipeline {
-			c.cmd = wire.Command{Verb: wire.Put, Pri: 1024, TTR: 120, Body: c.body}
-			c.w.WriteCommand(&c.cmd)
-		}
-		if err := c.w.Flush(); err != nil {
-			return err
-		}
-		for range b.pipeline {
-			if err := c.expect(wire.Inserted); err != nil {
-				return err
-			}
-		}
-		*lat = append(*lat, time.Since(t0))
-		b.done.Add(int64(b.pipeline))
-	}
-	return nil
-}
-
-// consumeWorker reserves and deletes. It stops when the run is over: -n
-// jobs done, the tube empty (reserve-delete), or the time up and nothing
-// left to take (cycle drains what the producers put).
-func (b *beanstalkBench) consumeWorker(c *beanstalkClient, lat *[]time.Duration) error {
-	timeout := uint32(0)
-	if b.workload == "cycle" {
-		timeout = 1
-	}
-	for {
-		if b.n > 0 && b.done.Load() >= b.n {
-			return nil
-		}
-		if b.n == 0 && b.stop.Load() && b.workload != "cycle" {
-			if b.keep {
-				return nil
-			}
-			return c.drain() // leave the server as we found it
-		}
-		t0 := time.Now()
-		c.cmd = wire.Command{Verb: wire.ReserveWithTimeout, Timeout: timeout}
-		r, err := c.roundTrip()
-		if err != nil {
-			return err
-		}
-		switch r.Kind {
-		case wire.TimedOut:
-			if b.workload != "cycle" || b.stop.Load() || (b.n > 0 && b.claimed.Load() >= b.n) {
-				return nil
-			}
-			continue
-		case wire.Reserved:
-		default:
-			return fmt.Errorf("reserve: %s", r.Kind)
-		}
-		c.cmd = wire.Command{Verb: wire.Delete, ID: r.ID}
-		if _, err := c.roundTrip(); err != nil {
-			return err
-		}
-		*lat = append(*lat, time.Since(t0))
-		if b.done.Add(1) == b.n {
-			b.endAt.Store(time.Now().UnixNano())
-		}
-	}
 }
 
 // fill puts n jobs in the tube, pipelined over b.conns connections.

@@ -32,7 +32,7 @@ func TestBeanstalkResultLine(t *testing.T) {
 		srv.Shutdown(ctx)
 	})
 	pid := strconv.Itoa(os.Getpid())
-	line := regexp.MustCompile(`(?m)^result ops_per_s=([0-9]+) p50_us=[0-9.]+ p99_us=[0-9.]+ server_cpu_us=[0-9.]+ proxy_cpu_us=[0-9.]+$`)
+	line := regexp.MustCompile(`(?m)^result ops_per_s=([0-9]+) p50_us=[0-9.]+ p99_us=[0-9.]+ server_cpu_us=[0-9.]+ proxy_cpu_us=[0-9.]+ gen_cpu_us=[0-9.]+$`)
 	for _, wl := range []string{"put", "pipelined-put", "reserve-delete", "cycle"} {
 		var out, errb bytes.Buffer
 		args := []string{"-addr", l.Addr().String(), "-workload", wl, "-n", "300", "-conns", "2",
@@ -52,6 +52,9 @@ func TestBeanstalkResultLine(t *testing.T) {
 	if code := runBeanstalk([]string{"-compare-pid", pid}, &out, &errb); code != 2 {
 		t.Fatalf("-compare-pid without -compare: code %d, want 2", code)
 	}
+	if code := runBeanstalk([]string{"-loops", "0"}, &out, &errb); code != 2 {
+		t.Fatalf("-loops 0: code %d, want 2", code)
+	}
 	// Both servers measured: the summary gives each one's CPU per job.
 	out.Reset()
 	args := []string{"-addr", l.Addr().String(), "-compare", l.Addr().String(), "-workload", "put", "-n", "300",
@@ -59,7 +62,7 @@ func TestBeanstalkResultLine(t *testing.T) {
 	if code := runBeanstalk(args, &out, &errb); code != 0 {
 		t.Fatalf("compare: code %d\nstderr: %s", code, errb.String())
 	}
-	sum := regexp.MustCompile(`(?m)^summary workload=put .* ratio=[0-9.]+ \(1 rounds\); p99 [0-9]+/[0-9]+ us; server cpu [0-9.]+/[0-9.]+ us per job(, ratio=[0-9.]+)?$`)
+	sum := regexp.MustCompile(`(?m)^summary workload=put .* ratio=[0-9.]+ \(1 rounds\); p99 [0-9]+/[0-9]+ us; server cpu [0-9.]+/[0-9.]+ us per job(, ratio=[0-9.]+)?; generator cpu [0-9.]+/[0-9.]+ us per job$`)
 	if !sum.MatchString(out.String()) {
 		t.Fatalf("no summary with CPU per job in\n%s", out.String())
 	}

@@ -1,0 +1,306 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/internal/epoll"
+)
+
+// bsLoopReadBuf is each loop connection's read buffer: a pipelined batch's
+// INSERTED lines, or a good part of a large RESERVED body, in one read.
+const bsLoopReadBuf = 32 << 10
+
+// bsMessages are the encoded commands every connection of a run sends,
+// built once and shared read-only by the loops.
+type bsMessages struct {
+	put     []byte // put with the run's body
+	batch   []byte // -pipeline puts
+	reserve []byte // reserve-with-timeout as the workload wants it
+}
+
+// bsLoopConn is one generator connection inside an event loop: the state
+// machine of its role (next and reply), a read buffer the
+// replies are parsed from, and the output the socket did not take yet.
+// Everything in it is owned by its loop's goroutine.
+type bsLoopConn struct {
+	b     *beanstalkBench
+	msg   *bsMessages
+	w     *bsWorker
+	start time.Time // the run's start; latencies are differences of time.Since(start)
+	fd    int
+	id    int32
+
+	bsReplies
+
+	pend    []byte // output the socket did not take yet
+	wantOut bool
+
+	t0       time.Duration // when the unit of work in flight started
+	await    int           // INSERTED replies the pipelined batch still waits for
+	deleting bool          // a consumer's delete is in flight
+	del      []byte        // the delete command, rebuilt per job
+	ended    bool
+}
+
+// runLoops drives the connections from b.loops event loops, each a
+// goroutine with its own epoll: a connection is a state machine fed by
+// replies parsed from its read buffer, written to without blocking. No
+// goroutine switch per request, and one read per ready socket. It returns
+// when every connection has finished its part of the run, or at the first
+// error (a server that closes a connection, a reply the role does not
+// expect).
+func (b *beanstalkBench) runLoops(ws []*bsWorker, start time.Time) error {
+	timeout := uint32(0)
+	if b.workload == "cycle" {
+		timeout = 1
+	}
+	put := wire.Command{Verb: wire.Put, Pri: 1024, TTR: 120, Body: ws[0].c.body}
+	msg := &bsMessages{put: put.AppendTo(nil)}
+	msg.batch = make([]byte, 0, len(msg.put)*b.pipeline)
+	for range b.pipeline {
+		msg.batch = append(msg.batch, msg.put...)
+	}
+	res := wire.Command{Verb: wire.ReserveWithTimeout, Timeout: timeout}
+	msg.reserve = res.AppendTo(nil)
+
+	shards := make([][]*bsLoopConn, min(b.loops, len(ws)))
+	defer func() {
+		for _, sh := range shards {
+			for _, l := range sh {
+				syscall.Close(l.fd)
+			}
+		}
+	}()
+	for i, w := range ws {
+		fd, err := epoll.DupConn(w.c.nc.(syscall.Conn))
+		if err != nil {
+			return err
+		}
+		w.c.nc.Close() // the duplicate keeps the socket; see epoll.DupConn
+		k := i % len(shards)
+		l := &bsLoopConn{b: b, msg: msg, w: w, start: start, fd: fd, id: int32(len(shards[k])),
+			bsReplies: bsReplies{in: make([]byte, bsLoopReadBuf)}}
+		shards[k] = append(shards[k], l)
+	}
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = b.loop(shards[i]); errs[i] != nil {
+				b.abort.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// loop is one event loop over its share of the connections.
+func (b *beanstalkBench) loop(conns []*bsLoopConn) error {
+	p, err := epoll.New()
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if err := p.ParkWhenAlone(); err != nil { // one CPU: see internal/epoll/park_linux.go
+		return err
+	}
+	live := len(conns)
+	for _, l := range conns {
+		if err := p.Add(l.fd, epoll.In|epoll.Err, l.id); err != nil {
+			return err
+		}
+		if err := l.next(); err != nil {
+			return err
+		}
+		if err := l.settle(p, &live); err != nil {
+			return err
+		}
+	}
+	var evs [128]syscall.EpollEvent
+	for live > 0 {
+		if b.abort.Load() {
+			return nil // another loop failed and reports it
+		}
+		// The timeout only bounds how late an abort is noticed.
+		n, err := p.Wait(evs[:], 100)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs[:n] {
+			l := conns[ev.Fd]
+			if l.ended {
+				continue
+			}
+			if ev.Events&(epoll.In|epoll.Err) != 0 {
+				if err := l.read(); err != nil {
+					return err
+				}
+			}
+			if ev.Events&epoll.Out != 0 && len(l.pend) > 0 {
+				if err := l.flush(); err != nil {
+					return err
+				}
+			}
+			if err := l.settle(p, &live); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// settle brings l's epoll interest up to date: EPOLLOUT while output
+// waits, nothing once l has ended.
+func (l *bsLoopConn) settle(p *epoll.Poller, live *int) error {
+	if l.ended {
+		*live--
+		return p.Del(l.fd)
+	}
+	if want := len(l.pend) > 0; want != l.wantOut {
+		ev := uint32(epoll.In | epoll.Err)
+		if want {
+			ev |= epoll.Out
+		}
+		if err := p.Mod(l.fd, ev, l.id); err != nil {
+			return err
+		}
+		l.wantOut = want
+	}
+	return nil
+}
+
+// send writes m at once if nothing is waiting before it, keeping what the
+// socket does not take for EPOLLOUT. m itself is never kept: it may be a
+// shared message.
+func (l *bsLoopConn) send(m []byte) error {
+	if len(l.pend) == 0 {
+		n, err := epoll.Write(l.fd, m)
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		m = m[n:]
+	}
+	l.pend = append(l.pend, m...)
+	return nil
+}
+
+// flush writes what the socket did not take before.
+func (l *bsLoopConn) flush() error {
+	n, err := epoll.Write(l.fd, l.pend)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	l.pend = l.pend[:copy(l.pend, l.pend[n:])]
+	return nil
+}
+
+// read reads the socket once (level-triggered epoll reports it again if
+// more is waiting) and handles every whole reply the buffer then holds.
+func (l *bsLoopConn) read() error {
+	n, err := epoll.Read(l.fd, l.in[l.end:])
+	switch {
+	case err == syscall.EAGAIN:
+		return nil
+	case err != nil:
+		return fmt.Errorf("read: %w", err)
+	case n == 0:
+		return fmt.Errorf("the server closed the connection: %w", io.ErrUnexpectedEOF)
+	}
+	l.end += n
+	return l.parse(l)
+}
+
+// now is the time since the run started.
+func (l *bsLoopConn) now() time.Duration { return time.Since(l.start) }
+
+// next starts l's next unit of work, or ends l when the run is over for
+// it; the same decisions as the goroutine workers' loops.
+func (l *bsLoopConn) next() error {
+	b := l.b
+	switch l.w.role {
+	case rolePut:
+		if !b.more(1) {
+			l.ended = true
+			return nil
+		}
+		l.t0 = l.now()
+		return l.send(l.msg.put)
+	case rolePipelined:
+		if !b.more(int64(b.pipeline)) {
+			l.ended = true
+			return nil
+		}
+		l.t0, l.await = l.now(), b.pipeline
+		return l.send(l.msg.batch)
+	}
+	if b.n > 0 && b.done.Load() >= b.n || b.n == 0 && b.stop.Load() && b.workload != "cycle" {
+		// A timed reserve-delete leaves the rest to cleanup (or, with
+		// -keep, in the server).
+		l.ended = true
+		return nil
+	}
+	l.t0 = l.now()
+	return l.send(l.msg.reserve)
+}
+
+// reply handles one reply: kind, with the job id of INSERTED and RESERVED.
+func (l *bsLoopConn) reply(kind wire.ReplyKind, id uint64) error {
+	b := l.b
+	switch l.w.role {
+	case rolePut:
+		if kind != wire.Inserted {
+			return fmt.Errorf("put: %s", kind)
+		}
+		l.w.hist.record(l.now() - l.t0)
+		if b.workload != "cycle" {
+			b.done.Add(1)
+		}
+		return l.next()
+	case rolePipelined:
+		if kind != wire.Inserted {
+			return fmt.Errorf("put: %s", kind)
+		}
+		if l.await--; l.await > 0 {
+			return nil
+		}
+		l.w.hist.record(l.now() - l.t0)
+		b.done.Add(int64(b.pipeline))
+		return l.next()
+	}
+	if l.deleting {
+		if kind != wire.Deleted {
+			return fmt.Errorf("delete: %s", kind)
+		}
+		l.deleting = false
+		l.w.hist.record(l.now() - l.t0)
+		if b.done.Add(1) == b.n {
+			b.endAt.Store(time.Now().UnixNano())
+		}
+		return l.next()
+	}
+	switch kind {
+	case wire.TimedOut:
+		if b.workload != "cycle" || b.stop.Load() || (b.n > 0 && b.claimed.Load() >= b.n) {
+			l.ended = true
+			return nil
+		}
+		return l.next()
+	case wire.Reserved:
+		l.deleting = true
+		l.del = append(strconv.AppendUint(append(l.del[:0], "delete "...), id, 10), "\r\n"...)
+		return l.send(l.del)
+	}
+	return fmt.Errorf("reserve: %s", kind)
+}
