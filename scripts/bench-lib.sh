@@ -1,10 +1,15 @@
 # Shell helpers shared by the bench-*.sh scripts (sourced, not run).
 
-# free_port prints a loopback TCP port nothing listens on.
+# free_port prints a loopback TCP port nothing listens on, below the
+# kernel's ephemeral range: a port in it may be the local end of some
+# connection (the generator's, or one in TIME_WAIT), which nothing
+# listens on but a server cannot bind.
 free_port() {
-	local p
+	local p low
+	low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	[ "$low" -gt 11000 ] || low=32768
 	while :; do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % (low - 10000)))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
