@@ -91,10 +91,9 @@ for round in $(seq "$ROUNDS"); do
 		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$gm" -pid "$pid" -workload fg -clients "$CLIENTS" \
 			-workers "$WORKERS" -body-size "$BODY" -duration "$DURATION" >"$OUT/$mode-fg-$round.txt"
 		echo "$mode gearman-fg $round $(grep '^summary' "$OUT/$mode-fg-$round.txt" | cut -d' ' -f2-)" >>"$OUT/results"
-		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$bs" -workload cycle -producers 4 -consumers 4 \
+		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$bs" -pid "$pid" -workload cycle -producers 4 -consumers 4 \
 			-body-size "$BODY" -duration "$DURATION" >"$OUT/$mode-bs-$round.txt"
-		rate=$(sed -n 's/.*rate=\([0-9.]*\) jobs\/s.*/\1/p' "$OUT/$mode-bs-$round.txt" | head -1)
-		echo "$mode beanstalk-cycle $round ops_per_s=$rate" >>"$OUT/results"
+		echo "$mode beanstalk-cycle $round $(grep '^result' "$OUT/$mode-bs-$round.txt" | cut -d' ' -f2-)" >>"$OUT/results"
 	done
 	stop_jobgates
 done
