@@ -32,6 +32,18 @@ func (c *connCounter) count() int {
 	return c.new
 }
 
+// countedReceiver starts a receiver whose connections are counted; it
+// stops at the end of the test.
+func countedReceiver(t *testing.T) (*receiver, *httptest.Server, *connCounter) {
+	rc := &receiver{}
+	srv := httptest.NewUnstartedServer(rc)
+	cc := &connCounter{}
+	srv.Config.ConnState = cc.hook
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return rc, srv, cc
+}
+
 // uploadSpans posts one batch of n spans through s.
 func uploadSpans(t *testing.T, s *httpSink, enc *leanEncoder, n int) error {
 	t.Helper()
@@ -50,12 +62,7 @@ func uploadSpans(t *testing.T, s *httpSink, enc *leanEncoder, n int) error {
 // the receiver gets each batch whole.
 func TestOTLPHTTPOneConnection(t *testing.T) {
 	clearHTTPEnv(t)
-	rc := &receiver{}
-	srv := httptest.NewUnstartedServer(rc)
-	var cc connCounter
-	srv.Config.ConnState = cc.hook
-	srv.Start()
-	defer srv.Close()
+	rc, srv, cc := countedReceiver(t)
 	s, err := newHTTPSink(srv.URL + "/v1/traces")
 	if err != nil {
 		t.Fatal(err)
@@ -87,12 +94,7 @@ func TestOTLPHTTPOneConnection(t *testing.T) {
 // in its reply, costs no batch: the next one goes on a new connection.
 func TestOTLPHTTPStaleConnection(t *testing.T) {
 	clearHTTPEnv(t)
-	rc := &receiver{}
-	srv := httptest.NewUnstartedServer(rc)
-	var cc connCounter
-	srv.Config.ConnState = cc.hook
-	srv.Start()
-	defer srv.Close()
+	rc, srv, cc := countedReceiver(t)
 	s, err := newHTTPSink(srv.URL)
 	if err != nil {
 		t.Fatal(err)
