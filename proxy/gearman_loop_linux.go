@@ -57,11 +57,6 @@ func startGearmanLoop(s *GearmanServer) (*gearmanLoop, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.ParkWhenAlone(); err != nil { // one CPU: see internal/epoll/park_linux.go
-		p.Close()
-		w.Close()
-		return nil, err
-	}
 	l := &gearmanLoop{srv: s, poll: p, wake: w}
 	s.wg.Add(1)
 	go l.run()

@@ -2,7 +2,8 @@ package epoll
 
 // NewWoken opens a poller with an eventfd already registered for reading
 // under id, for a loop that other goroutines wake: they Signal the eventfd,
-// the loop's Wait reports id, and the loop Drains it.
+// the loop's Wait reports id, and the loop Drains it. Started with one P,
+// the loop waits parked on the netpoller (ParkWhenAlone).
 func NewWoken(id int32) (*Poller, *EventFD, error) {
 	p, err := New()
 	if err != nil {
@@ -14,6 +15,11 @@ func NewWoken(id int32) (*Poller, *EventFD, error) {
 		return nil, nil, err
 	}
 	if err := p.Add(w.FD(), In, id); err != nil {
+		p.Close()
+		w.Close()
+		return nil, nil, err
+	}
+	if err := p.ParkWhenAlone(); err != nil {
 		p.Close()
 		w.Close()
 		return nil, nil, err
