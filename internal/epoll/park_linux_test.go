@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// parkFixtures makes newWaitFixture call ParkWhenAlone.
+// parkFixtures makes newWaitFixture's poller park when alone.
 var parkFixtures bool
 
 // TestWaitParked runs the Wait tests on pollers that park, with one P, so

@@ -10,16 +10,11 @@ import (
 // end (id 3) registered; with parkFixtures, one that parks when alone.
 func newWaitFixture(t *testing.T) (*Poller, *EventFD, [2]int) {
 	t.Helper()
-	p, ev, err := NewWoken(-1)
+	p, ev, err := newWoken(-1, parkFixtures)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close(); ev.Close() })
-	if parkFixtures {
-		if err := p.ParkWhenAlone(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var pp [2]int
 	if err := syscall.Pipe2(pp[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,10 @@ package epoll
 // under id, for a loop that other goroutines wake: they Signal the eventfd,
 // the loop's Wait reports id, and the loop Drains it. Started with one P,
 // the loop waits parked on the netpoller (ParkWhenAlone).
-func NewWoken(id int32) (*Poller, *EventFD, error) {
+func NewWoken(id int32) (*Poller, *EventFD, error) { return newWoken(id, true) }
+
+// newWoken is NewWoken, parking when alone only if park says so.
+func newWoken(id int32, park bool) (*Poller, *EventFD, error) {
 	p, err := New()
 	if err != nil {
 		return nil, nil, err
@@ -18,6 +21,9 @@ func NewWoken(id int32) (*Poller, *EventFD, error) {
 		p.Close()
 		w.Close()
 		return nil, nil, err
+	}
+	if !park {
+		return p, w, nil
 	}
 	if err := p.ParkWhenAlone(); err != nil {
 		p.Close()
