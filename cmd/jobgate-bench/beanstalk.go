@@ -197,9 +197,9 @@ func (r *beanstalkResult) print(w io.Writer, b *beanstalkBench) {
 		float64(r.jobs)/r.elapsed.Seconds(), us(r.lat.quantile(0.50)), us(r.lat.quantile(0.99)), perJob(r.serverCPU), perJob(r.proxyCPU), perJob(r.genCPU))
 }
 
-// percentiles formats the p50 and p99 of lat.
+// percentiles formats the p50 and p99 of lat, and how many it holds.
 func percentiles(unit string, lat *hdrHist) string {
-	return fmt.Sprintf("%s p50=%s p99=%s", unit, fmtLatency(lat.quantile(0.50)), fmtLatency(lat.quantile(0.99)))
+	return fmt.Sprintf("%s p50=%s p99=%s samples=%d", unit, fmtLatency(lat.quantile(0.50)), fmtLatency(lat.quantile(0.99)), lat.n)
 }
 
 func fmtLatency(d time.Duration) string {
@@ -276,7 +276,9 @@ func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beansta
 			selfAtStop.Store(int64(selfCPU()))
 			stopAt.Store(int64(time.Since(start)))
 			// Stop first, then count: what completes after the count was
-			// in flight at the stop, at most one unit per connection.
+			// in flight at the stop, at most one unit per connection
+			// (a timed cycle's consumers go on draining the backlog,
+			// neither counted nor timed: afterStop).
 			b.stop.Store(true)
 			b.doneByStop.Store(b.done.Load())
 		})
@@ -294,11 +296,12 @@ func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beansta
 	}
 	res := &beanstalkResult{jobs: b.done.Load(), elapsed: time.Since(start),
 		serverCPU: cpuTime(b.pid) - server0, proxyCPU: cpuTime(b.proxyPID) - proxy0, genCPU: selfCPU() - self0}
-	if b.n == 0 && b.stop.Load() {
+	timedOut := b.afterStop() // read once: the timer may fire meanwhile
+	if timedOut {
 		<-stopped
 	}
 	switch {
-	case b.n == 0 && b.stop.Load():
+	case timedOut:
 		res.jobs, res.elapsed = b.doneByStop.Load(), time.Duration(stopAt.Load())
 		res.serverCPU = time.Duration(serverAtStop.Load()) - server0
 		res.proxyCPU = time.Duration(proxyAtStop.Load()) - proxy0
@@ -315,6 +318,11 @@ func (b *beanstalkBench) runWorkers(n int, role bsRole, producers int) (*beansta
 	}
 	return res, nil
 }
+
+// afterStop reports whether a timed run (-duration) has reached its stop.
+// Work begun after it, such as a cycle's consumers draining the backlog,
+// is neither counted nor timed.
+func (b *beanstalkBench) afterStop() bool { return b.n == 0 && b.stop.Load() }
 
 // more claims the next job for a producer: false when the run is over.
 func (b *beanstalkBench) more(k int64) bool {
@@ -388,17 +396,29 @@ func (b *beanstalkBench) dial() (*beanstalkClient, error) {
 	for i := range c.body {
 		c.body[i] = 'a' + byte(i%26)
 	}
-	for _, cmd := range []wire.Command{
-		{Verb: wire.Use, Tube: []byte(b.tube)},
-		{Verb: wire.Watch, Tube: []byte(b.tube)},
-		{Verb: wire.Ignore, Tube: []byte("default")},
+	// The tube set-up must be answered, and as asked: a server (or a
+	// gateway rule) that refuses it would have the run measure another
+	// tube.
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, step := range []struct {
+		cmd  wire.Command
+		want wire.ReplyKind
+	}{
+		{wire.Command{Verb: wire.Use, Tube: []byte(b.tube)}, wire.Using},
+		{wire.Command{Verb: wire.Watch, Tube: []byte(b.tube)}, wire.Watching},
+		{wire.Command{Verb: wire.Ignore, Tube: []byte("default")}, wire.Watching},
 	} {
-		c.cmd = cmd
-		if _, err := c.roundTrip(); err != nil {
+		c.cmd = step.cmd
+		r, err := c.roundTrip()
+		if err == nil && r.Kind != step.want {
+			err = fmt.Errorf("%s %s: %s", step.cmd.Verb, step.cmd.Tube, r.Kind)
+		}
+		if err != nil {
 			nc.Close()
 			return nil, err
 		}
 	}
+	_ = nc.SetDeadline(time.Time{})
 	return c, nil
 }
 

@@ -47,6 +47,7 @@ type bsLoopConn struct {
 	t0       time.Duration // when the unit of work in flight started
 	await    int           // INSERTED replies the pipelined batch still waits for
 	deleting bool          // a consumer's delete is in flight
+	late     bool          // the unit in flight began after a timed run's stop
 	del      []byte        // the delete command, rebuilt per job
 	ended    bool
 }
@@ -251,7 +252,7 @@ func (l *bsLoopConn) next() error {
 		l.ended = true
 		return nil
 	}
-	l.t0 = l.now()
+	l.t0, l.late = l.now(), b.afterStop()
 	return l.send(l.msg.reserve)
 }
 
@@ -284,7 +285,9 @@ func (l *bsLoopConn) reply(kind wire.ReplyKind, id uint64) error {
 			return fmt.Errorf("delete: %s", kind)
 		}
 		l.deleting = false
-		l.w.hist.record(l.now() - l.t0)
+		if !l.late {
+			l.w.hist.record(l.now() - l.t0)
+		}
 		if b.done.Add(1) == b.n {
 			b.endAt.Store(time.Now().UnixNano())
 		}

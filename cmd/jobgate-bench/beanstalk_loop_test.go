@@ -190,6 +190,34 @@ func TestBeanstalkCountsMatchServer(t *testing.T) {
 	}
 }
 
+// TestBeanstalkTimedCycleLatencies: after a timed cycle's stop the
+// consumers drain the backlog, which is neither counted nor timed: the
+// reserve+delete latencies are those of the counted jobs, plus at most
+// the one in flight per consumer at the stop.
+func TestBeanstalkTimedCycleLatencies(t *testing.T) {
+	samples := regexp.MustCompile(`(?m)^jobs=([0-9]+) .* reserve\+delete p50=\S+ p99=\S+ samples=([0-9]+)`)
+	addr := bsServers(t)["beanstalkd"]
+	for dname, dargs := range bsDrivers {
+		t.Run(dname, func(t *testing.T) {
+			args := append([]string{"-addr", addr, "-tube", "t-timed-cycle-" + dname, "-workload", "cycle",
+				"-producers", "2", "-consumers", "2", "-duration", "300ms"}, dargs...)
+			var out, errb bytes.Buffer
+			if code := runBeanstalk(args, &out, &errb); code != 0 {
+				t.Fatalf("code %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+			}
+			m := samples.FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no jobs and samples in\n%s", out.String())
+			}
+			jobs, _ := strconv.ParseInt(m[1], 10, 64)
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			if jobs <= 0 || n < jobs || n > jobs+2 {
+				t.Fatalf("%d jobs counted, %d latencies recorded; want %d to %d", jobs, n, jobs, jobs+2)
+			}
+		})
+	}
+}
+
 // closingServer answers the setup commands and puts like beanstalkd, never
 // answers a reserve, and after closeAfter puts closes every connection.
 func closingServer(t *testing.T, closeAfter int) string {

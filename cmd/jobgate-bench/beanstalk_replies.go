@@ -82,7 +82,7 @@ func (p *bsReplies) parse(h bsReplyHandler) error {
 
 // maxBsReplyBody bounds the body size a RESERVED line may announce; the
 // body is passed over, so this only rejects nonsense.
-const maxBsReplyBody = 1 << 31
+const maxBsReplyBody = 1<<31 - 1 // fits an int on 32-bit platforms too
 
 // parseBsReply decodes one reply line (without its "\r\n").
 func parseBsReply(line []byte) (kind wire.ReplyKind, id uint64, size int, err error) {
