@@ -35,14 +35,28 @@ type waitResult struct {
 }
 
 // waitAsync runs Wait(evs, msec) in a goroutine and returns its result
-// channel.
+// channel. A signal (the runtime's preemption, often under -race) can end
+// a blocked wait early with no events, as Wait documents; like an event
+// loop, waitAsync then waits again for what is left of msec.
 func waitAsync(p *Poller, msec int) chan waitResult {
 	ch := make(chan waitResult, 1)
 	go func() {
 		var r waitResult
 		start := time.Now()
-		r.n, r.err = p.Wait(r.evs[:], msec)
-		r.d = time.Since(start)
+		left := msec
+		for {
+			r.n, r.err = p.Wait(r.evs[:], left)
+			r.d = time.Since(start)
+			if r.n != 0 || r.err != nil || msec == 0 {
+				break
+			}
+			if msec > 0 {
+				left = msec - int(r.d/time.Millisecond)
+				if left <= 0 {
+					break
+				}
+			}
+		}
 		ch <- r
 	}()
 	return ch
