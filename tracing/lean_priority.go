@@ -8,17 +8,19 @@ import (
 	"sync/atomic"
 )
 
-// The export goroutine's scheduling class. On a small machine the export
+// The export goroutine's scheduling class, an opt-in
+// (JOBGATE_TRACING_EXPORT_PRIORITY=idle). On a small machine the export
 // goroutine's bursts (encoding and posting a batch of 512 spans takes a
-// few hundred µs) took a CPU from the servers' event loops: the threads
-// the loop's replies woke (clients, workers) then landed on the loop's CPU
-// and preempted it in the middle of a batch of writes, which cost a traced
-// server more throughput than all the span work on the loop (see
-// docs/BENCHMARKS.md, "Tracing", round 5). So on Linux the export
-// goroutine runs on a thread of its own in the SCHED_IDLE class: the
-// kernel counts a CPU that runs only it as idle when it places a woken
-// thread, and preempts it at once for anything else. It still gets every
-// CPU nobody else wants, which on a server with spare CPU is all it needs.
+// few hundred µs) take a CPU from the servers' event loops: the threads
+// the loop's replies wake (clients, workers) then land on the loop's CPU
+// and preempt it in the middle of a batch of writes. With the opt-in, on
+// Linux, the export goroutine runs on a thread of its own in the
+// SCHED_IDLE class: the kernel counts a CPU that runs only it as idle
+// when it places a woken thread, and preempts it at once for anything
+// else. It still gets every CPU nobody else wants. It is not the default
+// because on a machine busy with other work it is starved until the
+// queue is half full, and then costs more than it saves (docs/BENCHMARKS.md,
+// "Tracing", round 5).
 //
 // An idle-class thread can starve while the machine is saturated, and a
 // starved thread may hold one of the Go runtime's processors. Two things
@@ -28,10 +30,10 @@ import (
 // ForceFlush raise it first. Raising a thread out of SCHED_IDLE needs
 // CAP_SYS_NICE or RLIMIT_NICE 20 (systemd: LimitNICE=20); a process that
 // cannot does not lower the thread at all (exportPriorityAllowed probes
-// it once). JOBGATE_TRACING_EXPORT_PRIORITY=normal turns this off.
+// it once).
 
 // exportPriorityEnv names the variable that chooses the export
-// goroutine's class: "idle" (the default where allowed) or "normal".
+// goroutine's class: "normal" (the default) or "idle" (where allowed).
 const exportPriorityEnv = "JOBGATE_TRACING_EXPORT_PRIORITY"
 
 // exportPriority switches the export goroutine's thread between the idle
@@ -50,11 +52,11 @@ type exportPriority struct {
 	raised atomic.Uint64
 }
 
-// exportIdleWanted reports whether the environment leaves the idle class
-// on.
+// exportIdleWanted reports whether the environment asks for the idle
+// class.
 func exportIdleWanted() bool {
 	v := strings.ToLower(strings.TrimSpace(os.Getenv(exportPriorityEnv)))
-	return v == "" || v == "idle"
+	return v == "idle"
 }
 
 // bind locks the calling goroutine (the export goroutine) to its thread

@@ -64,7 +64,7 @@ func exportThreadIdle(t *testing.T, p *Provider) bool {
 // its thread ends with Shutdown, so no other goroutine runs idle-class.
 func TestExportThreadIdleClass(t *testing.T) {
 	clearEnv(t)
-	t.Setenv(exportPriorityEnv, "")
+	t.Setenv(exportPriorityEnv, "idle")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
 	if !exportPriorityAllowed() {
 		t.Skip("this process may not raise a thread out of SCHED_IDLE (needs CAP_SYS_NICE or RLIMIT_NICE 20)")
@@ -137,12 +137,18 @@ func TestExportThreadIdleClass(t *testing.T) {
 	})
 }
 
-// TestExportThreadNormalClass: JOBGATE_TRACING_EXPORT_PRIORITY=normal
-// leaves the export goroutine unbound, in the normal class, and spans
-// are exported as before.
+// TestExportThreadNormalClass: by default, and with
+// JOBGATE_TRACING_EXPORT_PRIORITY=normal, the export goroutine stays
+// unbound, in the normal class, and spans are exported as before.
 func TestExportThreadNormalClass(t *testing.T) {
+	for _, v := range []string{"", "normal"} {
+		t.Run("env="+v, func(t *testing.T) { testExportThreadNormal(t, v) })
+	}
+}
+
+func testExportThreadNormal(t *testing.T, env string) {
 	clearEnv(t)
-	t.Setenv(exportPriorityEnv, "normal")
+	t.Setenv(exportPriorityEnv, env)
 	exp := &countExporter{}
 	p, err := New(context.Background(), Config{Enabled: true, QueueSize: 4}, WithExporter(exp))
 	if err != nil {
