@@ -58,11 +58,6 @@ type leanPipe struct {
 	queue []*leanSpan
 	spare []*leanSpan
 
-	// raiseAt is the queue length at which enqueue raises the export
-	// goroutine's thread out of the idle class (lean_priority.go).
-	raiseAt int
-	prio    exportPriority
-
 	closed  atomic.Bool
 	dropped atomic.Uint64
 	failed  atomic.Uint64
@@ -91,7 +86,6 @@ func newLeanPipe(tp trace.TracerProvider, enc leanEncoder, sink leanSink, limit 
 		done:    make(chan error, 1),
 		sync:    sync,
 	}
-	p.raiseAt = max(p.batch, limit/2)
 	p.life, p.kill = context.WithCancel(context.Background())
 	if !sync {
 		go p.run()
@@ -129,11 +123,7 @@ func (p *leanPipe) enqueue(s *leanSpan) {
 	}
 	p.queue = append(p.queue, s)
 	full := len(p.queue) >= p.batch
-	behind := len(p.queue) >= p.raiseAt
 	p.mu.Unlock()
-	if behind {
-		p.prio.raise() // an atomic load unless the thread is idle-class
-	}
 	if full {
 		select {
 		case p.wake <- struct{}{}:
@@ -204,21 +194,17 @@ func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
 }
 
 func (p *leanPipe) run() {
-	p.prio.bind()
 	tick := time.NewTicker(p.delay)
 	defer tick.Stop()
 	for {
 		select {
 		case <-p.wake:
 			p.drain(p.life, false)
-			p.prio.lower() // caught up: below a batch
 		case <-tick.C:
 			p.drain(p.life, true)
-			p.prio.lower()
 		case reply := <-p.flush:
 			p.drain(p.life, true)
 			close(reply)
-			p.prio.lower()
 		case ctx := <-p.stopCh:
 			p.drain(ctx, true)
 			p.done <- p.sink.stop(ctx)
@@ -238,7 +224,6 @@ func (p *leanPipe) forceFlush(ctx context.Context) error {
 	if p.closed.Load() || p.sync {
 		return nil
 	}
-	p.prio.raise() // an idle-class export goroutine could wait long for a CPU
 	reply := make(chan struct{})
 	select {
 	case p.flush <- reply:
@@ -261,7 +246,6 @@ func (p *leanPipe) shutdown(ctx context.Context) error {
 	}
 	// ctx ending cancels an upload in progress, as the OTLP client's
 	// Shutdown does, and then ends the export goroutine.
-	p.prio.raise()
 	select {
 	case p.stopCh <- ctx:
 	case <-ctx.Done():
