@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -119,7 +118,7 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 		if !ct.send.Recording() {
 			ct.send.End()
 		} else if r.Kind == wire.Inserted {
-			ct.send.Created(strconv.FormatUint(r.ID, 10))
+			ct.send.CreatedNum("", r.ID) // formatted by the exporter
 		} else {
 			ct.send.Fail(r.Kind.String())
 		}
@@ -162,7 +161,7 @@ func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wi
 	}
 	c := tracing.Creation(jt.Creation)
 	m := tracing.Message{
-		Operation: verb.String(), Destination: jt.Tube, ID: strconv.FormatUint(r.ID, 10),
+		Operation: verb.String(), Destination: jt.Tube, IDNum: r.ID,
 		BodySize: jt.BodySize, Enqueued: jt.Ready, Attempt: jt.Reserves, Start: ct.start,
 	}
 	p := bt.tr.Deliver(c, m)

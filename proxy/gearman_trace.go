@@ -35,6 +35,10 @@ type gearmanTrace struct {
 	// the grab's handling picks them up (assigned). Guarded by mu.
 	early map[uint64]tracing.Process
 	wrap  []byte // the last envelope; guarded by the engine's lock
+	// handlePrefix is what precedes the job number in the engine's
+	// handles: the spans carry the number and the exporter formats the
+	// handle, so the loop builds no string for it.
+	handlePrefix string
 }
 
 var (
@@ -72,6 +76,8 @@ func (s *GearmanServer) wireTracing(tr *tracing.Tracer) {
 		return
 	}
 	gt := &gearmanTrace{tr: tr, eng: s.engine, open: make(map[uint64]tracing.Process)}
+	h := string(s.engine.AppendHandle(nil, 0))
+	gt.handlePrefix = h[:len(h)-1] // a handle is the prefix and the job number in decimal
 	s.trace = gt
 	if tr.PayloadTraceparent() {
 		gt.early = make(map[uint64]tracing.Process)
@@ -122,8 +128,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	switch t := p.Type; {
 	case isSubmit(t) && send.Recording():
 		if id := sess.LastJob(); id != 0 {
-			var hb [64]byte // the handle is formatted once, into the span's string
-			send.Created(string(c.srv.engine.AppendHandle(hb[:0], id)))
+			send.CreatedNum(gt.handlePrefix, id)
 		} else if code := sess.LastError(); code != "" {
 			send.Fail(code)
 		} else {
@@ -183,9 +188,8 @@ func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
 
 // message describes traced job id for its receive and process spans.
 func (gt *gearmanTrace) message(id uint64, op string, jt gearman.JobTrace, start time.Time) tracing.Message {
-	var hb [64]byte // the handle is formatted once, into the span's string
 	return tracing.Message{
-		Operation: op, Destination: jt.Function, ID: string(gt.eng.AppendHandle(hb[:0], id)),
+		Operation: op, Destination: jt.Function, IDPrefix: gt.handlePrefix, IDNum: id,
 		ConversationID: jt.Unique, BodySize: jt.BodySize, Enqueued: jt.Ready,
 		Attempt: jt.Attempt, Start: start,
 	}

@@ -42,7 +42,9 @@
 // Acknowledged (JOB_CREATED, INSERTED id): s.Created(handle); for an
 // upstream job also table.Put(handle, tracing.Entry{Creation: creation,
 // Enqueued: time.Now()}). Refused (ERROR, JOB_TOO_BIG, DRAINING, backend
-// down): s.Fail(token).
+// down): s.Fail(token). Where the id is a prefix and a number (a local
+// engine's handle or id), s.CreatedNum(prefix, n) and Message.IDPrefix
+// with IDNum leave formatting it to the export goroutine.
 //
 // Assignment (JOB_ASSIGN*, RESERVED), on the worker's session; the creation
 // context comes from the engine's job or the table entry:

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -196,7 +197,11 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	b = appendStrKV(b, headOpType, s.opType)
 	b = appendStrKV(b, headOpName, s.opName)
 	b = appendStrKV(b, headDest, s.dest)
-	b = appendStrKV(b, headMsgID, s.msgID)
+	if s.msgIDNum != 0 && s.msgID == "" {
+		b = appendNumKV(b, headMsgID, s.msgIDPrefix, s.msgIDNum)
+	} else {
+		b = appendStrKV(b, headMsgID, s.msgID)
+	}
 	b = appendStrKV(b, headConvID, s.convID)
 	if s.has&hasBodySize != 0 {
 		b = appendIntKV(b, headBodySize, s.bodySize)
@@ -396,6 +401,24 @@ func appendStrKV(b []byte, head []byte, v string) []byte {
 	b = appendVarint(b, uint64(av))
 	b = appendTag(b, fAnyString, protowire.BytesType)
 	return protowire.AppendString(b, v)
+}
+
+// appendNumKV appends a string span attribute whose value is prefix
+// followed by n in decimal (leanSpan.msgIDNum).
+func appendNumKV(b []byte, head []byte, prefix string, n uint64) []byte {
+	prefix = validString(prefix) // the digits are ASCII: valid as they are
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], n, 10)
+	vl := len(prefix) + len(d)
+	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(vl)
+	b = append(b, spanAttrTag...)
+	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
+	b = append(b, head...)
+	b = appendVarint(b, uint64(av))
+	b = appendTag(b, fAnyString, protowire.BytesType)
+	b = appendVarint(b, uint64(vl))
+	b = append(b, prefix...)
+	return append(b, d...)
 }
 
 // appendIntKV appends an integer span attribute whose key head is head.

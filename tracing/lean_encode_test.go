@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,11 @@ func stubOf(s *leanSpan, res *resource.Resource) tracetest.SpanStub {
 	str(opTypeKey, s.opType)
 	str(opNameKey, s.opName)
 	str(destKey, s.dest)
-	str(msgIDKey, s.msgID)
+	if s.msgID == "" && s.msgIDNum != 0 { // a numeric id, formatted by the encoder
+		str(msgIDKey, s.msgIDPrefix+strconv.FormatUint(s.msgIDNum, 10))
+	} else {
+		str(msgIDKey, s.msgID)
+	}
 	str(convIDKey, s.convID)
 	num(bodySizeKey, hasBodySize, s.bodySize)
 	str(serverAddrKey, s.serverAddr)
@@ -168,8 +173,12 @@ func testSpan(r *rand.Rand, name, dest, id, key, val string, n int64, remote boo
 	if n&8 != 0 {
 		s.parent = trace.SpanContext{}
 	}
-	s.setMessage("process", &Message{Operation: "JOB_ASSIGN", Destination: dest, ID: id, ConversationID: val,
-		BodySize: int(n), ServerAddress: "h", ServerPort: int(n & 0xffff)}, n&16 != 0)
+	m := &Message{Operation: "JOB_ASSIGN", Destination: dest, ID: id, ConversationID: val,
+		BodySize: int(n), ServerAddress: "h", ServerPort: int(n & 0xffff)}
+	if n&128 != 0 { // the id as a prefix and a number (Message.IDNum)
+		m.ID, m.IDPrefix, m.IDNum = "", id, uint64(n)|1
+	}
+	s.setMessage("process", m, n&16 != 0)
 	s.setDelivery(&Message{Attempt: int(n & 3), Enqueued: time.Unix(0, 1)}, time.Unix(0, n&0xfffffff))
 	if key != "" {
 		s.SetAttributes(attribute.String(key, val), attribute.Int64(key+".n", n), attribute.Bool(key+".b", n&1 == 0),

@@ -48,6 +48,7 @@ func (s *leanSpan) recycle() {
 	s.sc, s.parent, s.link, s.kind = trace.SpanContext{}, trace.SpanContext{}, nil, 0
 	s.name, s.nameDest, s.start, s.end = "", "", 0, 0
 	s.system, s.opType, s.opName, s.dest, s.msgID, s.convID, s.serverAddr = "", "", "", "", "", "", ""
+	s.msgIDPrefix, s.msgIDNum = "", 0
 	s.bodySize, s.serverPort, s.attempt, s.queueWait = 0, 0, 0, 0
 	s.outcome, s.errType, s.statusDesc = "", "", ""
 	// The slices keep their arrays: the next process span's event is then
@@ -118,6 +119,24 @@ func (s *leanSpan) endWith(gen uint32, a attribute.KeyValue, fail bool, errType 
 		if s.status != codes.Ok {
 			s.status, s.statusDesc = codes.Error, errType
 		}
+	}
+	s.ended = true
+	s.end = end.UnixNano()
+	s.mu.Unlock()
+	s.lt.pipe.enqueue(s)
+}
+
+// endWithNum is endWith for Send.CreatedNum: it records the id as a
+// prefix and a number, for the encoder to format.
+func (s *leanSpan) endWithNum(gen uint32, prefix string, n uint64) {
+	end := time.Now()
+	if !s.lockGen(gen) {
+		s.mu.Unlock()
+		return
+	}
+	if n != 0 {
+		s.dropExtra(msgIDKey)
+		s.msgID, s.msgIDPrefix, s.msgIDNum = "", prefix, n
 	}
 	s.ended = true
 	s.end = end.UnixNano()

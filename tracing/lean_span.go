@@ -95,6 +95,12 @@ type leanSpan struct {
 
 	statusDesc string
 	events     []leanEvent
+
+	// msgIDNum, when not 0 (and msgID empty), is the message id's number,
+	// after msgIDPrefix: the encoder formats it (Message.IDNum), so the
+	// data path builds no string.
+	msgIDPrefix string
+	msgIDNum    uint64
 }
 
 // leanEvent is a span event; jobgate's own have at most two attributes,
@@ -188,7 +194,9 @@ func (s *leanSpan) setMessageLocked(opType string, m *Message, body bool) {
 		s.dest = m.Destination
 	}
 	if m.ID != "" {
-		s.msgID = m.ID
+		s.msgID, s.msgIDPrefix, s.msgIDNum = m.ID, "", 0
+	} else if m.IDNum != 0 {
+		s.msgID, s.msgIDPrefix, s.msgIDNum = "", m.IDPrefix, m.IDNum
 	}
 	if m.ConversationID != "" {
 		s.convID = m.ConversationID
@@ -445,6 +453,7 @@ func (s *leanSpan) setAttr(a attribute.KeyValue) {
 		sp = &s.dest
 	case semconv.MessagingMessageIDKey:
 		sp = &s.msgID
+		s.msgIDPrefix, s.msgIDNum = "", 0 // the attribute replaces a numeric id
 	case semconv.MessagingMessageConversationIDKey:
 		sp = &s.convID
 	case semconv.ServerAddressKey:

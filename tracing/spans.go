@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -86,6 +87,13 @@ type Message struct {
 	// ID is the job handle or id as the client sees it
 	// (messaging.message.id). Unknown at submit; see [Send.Created].
 	ID string
+	// IDPrefix and IDNum give the id as a prefix and a decimal number
+	// (a Gearman handle's "H:host:" and job number, a Beanstalk id with no
+	// prefix) when ID is empty and IDNum is not 0. On the lean path the
+	// string is then built only when the span is exported, off the data
+	// path; the exported attribute is the same.
+	IDPrefix string
+	IDNum    uint64
 	// ConversationID is the Gearman unique id
 	// (messaging.message.conversation_id).
 	ConversationID string
@@ -108,6 +116,14 @@ type Message struct {
 	// as its start time, so a long poll shows as a long receive span.
 	// StartProcess ignores it: processing starts at the assignment, now.
 	Start time.Time
+}
+
+// id is the message id as a string: ID, or IDPrefix and IDNum joined.
+func (m *Message) id() string {
+	if m.ID != "" || m.IDNum == 0 {
+		return m.ID
+	}
+	return m.IDPrefix + strconv.FormatUint(m.IDNum, 10)
 }
 
 // Tracer makes the spans of job lifecycles for one messaging system. Build
@@ -146,8 +162,8 @@ func (t *Tracer) attrs(dst []attribute.KeyValue, op attribute.KeyValue, m *Messa
 	if m.Destination != "" {
 		dst = append(dst, semconv.MessagingDestinationName(m.Destination))
 	}
-	if m.ID != "" {
-		dst = append(dst, semconv.MessagingMessageID(m.ID))
+	if id := m.id(); id != "" {
+		dst = append(dst, semconv.MessagingMessageID(id))
 	}
 	if m.ConversationID != "" {
 		dst = append(dst, semconv.MessagingMessageConversationID(m.ConversationID))
@@ -405,6 +421,18 @@ func (s Send) Created(id string) {
 		setAttr(s.span, a)
 	}
 	s.span.End()
+}
+
+// CreatedNum is Created for the id prefix followed by n in decimal (see
+// [Message.IDNum]): on the lean path the string is built off the data
+// path, when the span is exported. n = 0 records no id.
+func (s Send) CreatedNum(prefix string, n uint64) {
+	if ls, ok := s.span.(*leanSpan); ok {
+		ls.endWithNum(s.gen, prefix, n)
+		return
+	}
+	m := Message{IDPrefix: prefix, IDNum: n}
+	s.Created(m.id())
 }
 
 // Fail ends the span as failed with error.type errType: the reply token
