@@ -12,6 +12,9 @@
 #   ROUNDS [3]  DURATION [5s]  CLIENTS [16]  WORKERS [4]  BODY [100]
 #   SAMPLER [always_on]  RATIO [1]: the traced jobgate's sampler and
 #     sample_ratio, e.g. SAMPLER=parentbased_traceidratio RATIO=0.1
+#   ENDPOINT [a jobgate-bench otlp-sink started here]: export there instead;
+#     http://127.0.0.1:9 (a closed port) encodes every span and fails every
+#     post, which takes the sink's CPU out of the measurement
 #   OUT [a temporary directory]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,14 +44,19 @@ stop_jobgates() {
 	OFF_PID="" ON_PID=""
 }
 
-SINK_PORT=$(free_port)
-"$OUT/jobgate-bench" otlp-sink -addr "127.0.0.1:$SINK_PORT" >"$OUT/sink.log" 2>&1 &
-SINK_PID=$!
-wait_port "$SINK_PORT"
+if [ -z "${ENDPOINT:-}" ]; then
+	SINK_PORT=$(free_port)
+	"$OUT/jobgate-bench" otlp-sink -addr "127.0.0.1:$SINK_PORT" >"$OUT/sink.log" 2>&1 &
+	SINK_PID=$!
+	wait_port "$SINK_PORT"
+	ENDPOINT="http://127.0.0.1:$SINK_PORT"
+else
+	echo "no sink: exporting to $ENDPOINT" >"$OUT/sink.log"
+fi
 cat >"$OUT/on.yaml" <<YAML
 tracing:
   enabled: true
-  endpoint: "http://127.0.0.1:$SINK_PORT"
+  endpoint: "$ENDPOINT"
   protocol: http/protobuf
   sampler: $SAMPLER
   sample_ratio: $RATIO
@@ -97,7 +105,8 @@ for round in $(seq "$ROUNDS"); do
 	done
 	stop_jobgates
 done
-kill "$SINK_PID"; wait "$SINK_PID" || true; SINK_PID=""
+stop_pids $SINK_PID
+SINK_PID=""
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rounds=$ROUNDS duration=$DURATION sampler=$SAMPLER ratio=$RATIO; medians of the rounds; raw runs in $OUT; sink: $(tail -1 "$OUT/sink.log")"
