@@ -129,7 +129,8 @@ type reserve struct {
 // reserve got), taking wmu like any writer.
 type beanstalkSession struct {
 	b      *Beanstalk
-	nc     net.Conn
+	nc     net.Conn // nil for an event-loop session (lp)
+	lp     *beanstalkLoopIO
 	closed func(error)
 
 	wmu sync.Mutex        // serialises writes and keeps the queue in write order
@@ -200,7 +201,7 @@ func (s *beanstalkSession) write(cmd *beanstalk.Command, o *op, pending *reserve
 		s.armLocked()
 	}
 	s.mu.Unlock()
-	if s.b.cfg.IOTimeout > 0 {
+	if s.b.cfg.IOTimeout > 0 && s.nc != nil {
 		_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
 	}
 	if err := s.w.WriteCommand(cmd); err != nil {
@@ -234,7 +235,7 @@ func (s *beanstalkSession) flushLocked() error {
 	if s.w.Buffered() == 0 {
 		return nil
 	}
-	if s.b.cfg.IOTimeout > 0 {
+	if s.b.cfg.IOTimeout > 0 && s.nc != nil {
 		_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
 	}
 	if err := s.w.Flush(); err != nil {
@@ -264,7 +265,7 @@ func (s *beanstalkSession) Close() {
 		s.err = routing.ErrClosed
 	}
 	s.mu.Unlock()
-	_ = s.nc.Close()
+	s.shut()
 	s.drain(routing.ErrClosed)
 }
 
@@ -285,8 +286,19 @@ func (s *beanstalkSession) fail(op string, cause error) error {
 	}
 	err := s.err
 	s.mu.Unlock()
-	_ = s.nc.Close()
+	s.shut()
 	return err
+}
+
+// shut ends the connection: closes it, or for an event-loop session shuts
+// the socket down, which the loop sees (Ready) and which makes the server
+// end the session.
+func (s *beanstalkSession) shut() {
+	if s.lp != nil {
+		s.lp.shutdown(s)
+		return
+	}
+	_ = s.nc.Close()
 }
 
 // drain answers every pending command with err, exactly once each.
@@ -329,7 +341,9 @@ func (s *beanstalkSession) armLocked() {
 	} else {
 		s.deadline = time.Time{}
 	}
-	_ = s.nc.SetReadDeadline(s.deadline)
+	if s.nc != nil {
+		_ = s.nc.SetReadDeadline(s.deadline)
+	}
 }
 
 // late decides what a read timeout means, as gearmanSession.late does.
@@ -362,29 +376,38 @@ func (s *beanstalkSession) readLoop(rr *beanstalk.ReplyReader) {
 			s.fail("read", err)
 			break
 		}
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
-			var kind beanstalk.ReplyKind
-			if big != nil {
-				kind = big.Kind
-			} else {
-				kind = r.Kind
-			}
-			s.fail("read", fmt.Errorf("reply %v with no command pending", kind))
+		if !s.deliver(r, big) {
 			break
 		}
-		o := s.queue[0]
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		s.armLocked()
-		s.mu.Unlock()
-		s.handle(o, r, big)
 	}
 	s.drain(s.failed())
 	if !s.quiet.Load() && s.closed != nil {
 		s.closed(s.failed())
 	}
+}
+
+// deliver hands one reply (or a too-big reply, big) to the oldest command
+// pending; false when none is, which fails the session.
+func (s *beanstalkSession) deliver(r *beanstalk.Reply, big *beanstalk.ReplyTooBigError) bool {
+	s.mu.Lock()
+	if len(s.queue) == 0 {
+		s.mu.Unlock()
+		var kind beanstalk.ReplyKind
+		if big != nil {
+			kind = big.Kind
+		} else {
+			kind = r.Kind
+		}
+		s.fail("read", fmt.Errorf("reply %v with no command pending", kind))
+		return false
+	}
+	o := s.queue[0]
+	s.queue[0] = nil
+	s.queue = s.queue[1:]
+	s.armLocked()
+	s.mu.Unlock()
+	s.handle(o, r, big)
+	return true
 }
 
 // handle delivers one reply (or a too-big reply, big) to the op it answers.
