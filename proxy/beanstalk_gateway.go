@@ -109,6 +109,9 @@ type beanstalkGateway struct {
 	drain    atomic.Bool  // Drain was called: puts answer DRAINING
 	reserved atomic.Int64 // jobs the clients hold reserved through the gateway
 	trace    *bgwTrace    // nil: tracing off (beanstalk_gateway_trace.go); kept across reloads
+
+	loop   *bgwLoop // guarded by srv.mu; nil until the first loop connection (beanstalk_gateway_loop_linux.go)
+	noLoop bool     // guarded by srv.mu; the loop failed to start
 }
 
 // bgwRouting is the routing of one configuration; immutable.

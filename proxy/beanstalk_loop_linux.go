@@ -133,8 +133,11 @@ func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
 // which does not wait for a change to be durable; it waits only while
 // the journal's queue for the disk is full (MaxPending).
 func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
-	if s.goroutines || s.gw != nil {
+	if s.goroutines {
 		return false
+	}
+	if s.gw != nil {
+		return s.serveGatewayOnLoop(c)
 	}
 	s.mu.Lock()
 	if s.loop == nil && !s.shutdown && !s.noLoop {
@@ -157,6 +160,7 @@ func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
 // stopLoop makes the loop close every connection and end; called by
 // Shutdown with s.mu held.
 func (s *BeanstalkServer) stopLoop() {
+	s.stopGatewayLoop()
 	if l := s.loop; l != nil {
 		l.mu.Lock()
 		if !l.exited {
