@@ -350,7 +350,13 @@ func (l *bgwLoop) read(b *bgwLoopConn) {
 func (l *bgwLoop) serve(b *bgwLoopConn) {
 	s, c := b.s, b.c
 	high := l.outHigh()
-	for !b.closed && !b.quit && !b.off && len(b.out) < high && !l.backlogged(b, high) {
+	// The upstream backlog is looked at once per batch (and again by
+	// interest): a batch adds at most what one read brought.
+	if l.backlogged(b, high) {
+		l.settle(b)
+		return
+	}
+	for !b.closed && !b.quit && !b.off && len(b.out) < high {
 		n, cmd, err := b.dec.Decode(b.in[b.ir:])
 		b.ir += n
 		if cmd == nil && err == nil {

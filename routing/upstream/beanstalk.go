@@ -140,9 +140,12 @@ type beanstalkSession struct {
 	quiet atomic.Bool // Close was called: report nothing more
 
 	mu       sync.Mutex
-	queue    []*op     // commands written and not answered, oldest first; guarded by mu
+	queue    []op      // commands written and not answered, oldest first; guarded by mu
 	pending  *reserve  // the client's unfinished reserve; guarded by mu
 	deadline time.Time // the read deadline in force; guarded by mu
+	// rearm: the queue's head changed since the last Expire, which moves
+	// the deadline of an event-loop session; guarded by mu.
+	rearm bool
 	err      error     // why the session ended, first cause only; guarded by mu
 }
 
@@ -172,7 +175,7 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 			return
 		}
 		s.wmu.Lock()
-		err = s.write(cmd, &op{kind: opUser, done: done}, nil)
+		err = s.write(cmd, op{kind: opUser, done: done}, nil)
 		s.wmu.Unlock()
 	}
 	if err != nil {
@@ -186,7 +189,7 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 // that if the write fails, the reader's cleanup answers it; checking the
 // session's end in the same critical section as queueing means no op can
 // slip in after that cleanup.
-func (s *beanstalkSession) write(cmd *beanstalk.Command, o *op, pending *reserve) error {
+func (s *beanstalkSession) write(cmd *beanstalk.Command, o op, pending *reserve) error {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -218,7 +221,7 @@ func (s *beanstalkSession) writeRound(r *reserve, secs uint32, first bool) error
 	if first {
 		pending = r
 	}
-	return s.write(&s.cmd, &op{kind: opRound, res: r, wait: time.Duration(secs) * time.Second}, pending)
+	return s.write(&s.cmd, op{kind: opRound, res: r, wait: time.Duration(secs) * time.Second}, pending)
 }
 
 func (s *beanstalkSession) Flush() error {
@@ -336,6 +339,10 @@ func (s *beanstalkSession) armLocked() {
 	if s.b.cfg.IOTimeout == 0 {
 		return
 	}
+	if s.lp != nil {
+		s.rearm = true // Expire sets the deadline: no clock read per reply
+		return
+	}
 	if len(s.queue) > 0 {
 		s.deadline = s.b.cfg.ioDeadline(s.queue[0].wait)
 	} else {
@@ -402,7 +409,7 @@ func (s *beanstalkSession) deliver(r *beanstalk.Reply, big *beanstalk.ReplyTooBi
 		return false
 	}
 	o := s.queue[0]
-	s.queue[0] = nil
+	s.queue[0] = op{}
 	s.queue = s.queue[1:]
 	s.armLocked()
 	s.mu.Unlock()
@@ -411,7 +418,7 @@ func (s *beanstalkSession) deliver(r *beanstalk.Reply, big *beanstalk.ReplyTooBi
 }
 
 // handle delivers one reply (or a too-big reply, big) to the op it answers.
-func (s *beanstalkSession) handle(o *op, r *beanstalk.Reply, big *beanstalk.ReplyTooBigError) {
+func (s *beanstalkSession) handle(o op, r *beanstalk.Reply, big *beanstalk.ReplyTooBigError) {
 	switch o.kind {
 	case opUser:
 		if big != nil {
@@ -424,7 +431,7 @@ func (s *beanstalkSession) handle(o *op, r *beanstalk.Reply, big *beanstalk.Repl
 	case opStats:
 		var st beanstalk.JobStats
 		if big == nil && r.Kind == beanstalk.OK && st.ParseYAML(r.Body) == nil {
-			s.internal(&beanstalk.Command{Verb: beanstalk.Release, ID: o.id, Pri: st.Pri}, &op{kind: opRelease})
+			s.internal(&beanstalk.Command{Verb: beanstalk.Release, ID: o.id, Pri: st.Pri}, op{kind: opRelease})
 		}
 		// Otherwise the job is no longer ours (its TTR ran out and
 		// another consumer took or deleted it), or its stats could not
@@ -502,11 +509,11 @@ func (s *beanstalkSession) nextRound(r *reserve) {
 // giveBack returns a job a cancelled reserve got to ready: stats-job for
 // its priority, then release with that priority and no delay.
 func (s *beanstalkSession) giveBack(id uint64) {
-	s.internal(&beanstalk.Command{Verb: beanstalk.StatsJob, ID: id}, &op{kind: opStats, id: id})
+	s.internal(&beanstalk.Command{Verb: beanstalk.StatsJob, ID: id}, op{kind: opStats, id: id})
 }
 
 // internal sends a command of the session's own and flushes it.
-func (s *beanstalkSession) internal(cmd *beanstalk.Command, o *op) {
+func (s *beanstalkSession) internal(cmd *beanstalk.Command, o op) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.write(cmd, o, nil) == nil {

@@ -294,9 +294,11 @@ func (l *beanstalkLoopIO) release() {
 	s.wmu.Unlock()
 }
 
-// Expire fails the session when a reply is overdue (the session's read
-// deadline, armed per command as on a goroutine session) or output has
-// waited for room for longer than the I/O timeout.
+// Expire fails the session when a reply is overdue or output has waited
+// for room for longer than the I/O timeout. The reply deadline is set
+// here, an I/O timeout (plus what a reserve round may rightly wait) after
+// the first sweep that saw the oldest command pending, so that replies
+// need not read the clock; a timeout fires up to a sweep period late.
 func (l *beanstalkLoopIO) Expire(now time.Time) {
 	s := l.s
 	if s.b.cfg.IOTimeout == 0 {
@@ -306,7 +308,14 @@ func (l *beanstalkLoopIO) Expire(now time.Time) {
 	stalled := l.stalled
 	s.wmu.Unlock()
 	s.mu.Lock()
-	late := s.err == nil && len(s.queue) > 0 && !s.deadline.IsZero() && !now.Before(s.deadline)
+	if s.rearm || len(s.queue) == 0 {
+		s.rearm = false
+		s.deadline = time.Time{}
+		if len(s.queue) > 0 {
+			s.deadline = now.Add(s.b.cfg.IOTimeout + s.queue[0].wait)
+		}
+	}
+	late := s.err == nil && len(s.queue) > 0 && !now.Before(s.deadline)
 	s.mu.Unlock()
 	switch {
 	case late:
