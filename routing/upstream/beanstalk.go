@@ -146,7 +146,7 @@ type beanstalkSession struct {
 	// rearm: the queue's head changed since the last Expire, which moves
 	// the deadline of an event-loop session; guarded by mu.
 	rearm bool
-	err      error     // why the session ended, first cause only; guarded by mu
+	err   error // why the session ended, first cause only; guarded by mu
 }
 
 var timedOut = beanstalk.Reply{Kind: beanstalk.TimedOut}
