@@ -77,7 +77,9 @@ import (
 //     INTERNAL_ERROR.
 //   - stats sums the servers' counters; process fields (pid, version,
 //     rusage, uptime, binlog, id, hostname) are the first routed backend's.
-//   - Upstream sessions are dialled on the connection's goroutine.
+//   - Upstream sessions are dialled on the connection's goroutine (on the
+//     event loop's path, on a goroutine the command is handed to:
+//     beanstalk_gateway_loop.go).
 //   - Shutdown closes client connections but does not interrupt a command
 //     waiting for an upstream's reply: that ends within the backend's I/O
 //     timeout (upstream.Config.IOTimeout).

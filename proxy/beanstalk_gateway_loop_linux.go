@@ -447,9 +447,10 @@ func (l *bgwLoop) handoff(b *bgwLoopConn, cmd *wire.Command) {
 	s.flushBackends()
 	s.wr.Flush() // into out, which the goroutine writes first
 	b.off = true
-	if b.events != 0 && l.poll.Mod(b.fd, 0, b.slot) == nil {
-		b.events = 0
-	}
+	// Out of the poller, not merely with no events: a hang-up would be
+	// reported all the while.
+	l.poll.Del(b.fd)
+	b.events = 0
 	l.srv.wg.Add(1)
 	go func() {
 		defer l.srv.wg.Done()
@@ -578,6 +579,12 @@ func (l *bgwLoop) resumeConn(b *bgwLoopConn) {
 	if in := &b.c.in; len(in.ahead) > 0 { // read ahead by a waiting reserve
 		b.in = append(b.in, in.ahead...)
 		in.ahead = in.ahead[:0]
+	}
+	b.events = epoll.In | epoll.Err
+	if err := l.poll.Add(b.fd, b.events, b.slot); err != nil {
+		b.dead = true
+		l.close(b)
+		return
 	}
 	l.serve(b)
 }

@@ -127,9 +127,9 @@ func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
 }
 
 // serveOnLoop hands c to the event loop, starting it on first use; false
-// leaves c to its own goroutine: a gateway (its upstream dials and writes
-// may block), a TLS connection, the Goroutines option, or a loop that
-// cannot start. With a journal the loop runs commands with ExecAsync,
+// leaves c to its own goroutine: a TLS connection, the Goroutines option,
+// or a loop that cannot start. A gateway's connections go to the
+// gateway's own loop (serveGatewayOnLoop). With a journal the loop runs commands with ExecAsync,
 // which does not wait for a change to be durable; it waits only while
 // the journal's queue for the disk is full (MaxPending).
 func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
