@@ -3,6 +3,8 @@
 package proxy
 
 import (
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -87,6 +89,16 @@ type bgwLoopConn struct {
 	off bool
 	err error // the goroutine's error, for resume
 
+	// The loop has the socket alone (a duplicate, the original closed), so
+	// that the runtime's poller does not wake an idle thread for every
+	// segment; a goroutine gets a connection of its own on another
+	// duplicate (offConn), which is c.nc while it runs (both swaps under
+	// srv.mu, where Shutdown reads c.nc). orig is c.nc as accepted: its
+	// Close frees the connection's slot under the limits.
+	orig  net.Conn
+	ncMu  sync.Mutex
+	tmpNC net.Conn // guarded by ncMu: the goroutine's connection
+
 	signaled atomic.Bool
 	closeReq atomic.Bool
 }
@@ -161,8 +173,7 @@ func startBgwLoop(s *BeanstalkServer) (*bgwLoop, error) {
 	return l, nil
 }
 
-// adopt makes c a loop connection on a duplicate of its socket; c.nc
-// stays open for the goroutines that run its commands off the loop.
+// adopt makes c a loop connection on a duplicate of its socket.
 func (l *bgwLoop) adopt(c *beanstalkConn) *bgwLoopConn {
 	inner := unwrapConn(c.nc)
 	tc, ok := inner.(interface {
@@ -177,7 +188,8 @@ func (l *bgwLoop) adopt(c *beanstalkConn) *bgwLoopConn {
 	if err != nil {
 		return nil
 	}
-	b := &bgwLoopConn{c: c, l: l, fd: fd, dec: wire.NewDecoder(l.srv.limits)}
+	inner.Close() // out of the runtime's poller; c.nc's Close frees the slot
+	b := &bgwLoopConn{c: c, l: l, fd: fd, dec: wire.NewDecoder(l.srv.limits), orig: c.nc}
 	s := l.srv.gw.newSession(c)
 	s.lc = b
 	s.wr = wire.NewWriter(bgwSink{b})
@@ -451,11 +463,12 @@ func (l *bgwLoop) handoff(b *bgwLoopConn, cmd *wire.Command) {
 	// reported all the while.
 	l.poll.Del(b.fd)
 	b.events = 0
+	_, nerr := b.offConn()
 	l.srv.wg.Add(1)
 	go func() {
 		defer l.srv.wg.Done()
-		var err error
-		if len(b.out) > 0 {
+		err := nerr
+		if err == nil && len(b.out) > 0 {
 			_, err = beanstalkOut{b.c}.Write(b.out)
 			b.out = b.out[:0]
 			b.wantOut = false
@@ -477,6 +490,7 @@ func (l *bgwLoop) resume(b *bgwLoopConn, err error) {
 		l.mu.Unlock()
 		// The loop is gone: nothing else has b.
 		l.srv.guard.unwatch(&b.c.watch)
+		b.dropOffConn()
 		l.release(b)
 		return
 	}
@@ -551,9 +565,9 @@ func (l *bgwLoop) housekeep() bool {
 		up.u.Detach()
 	}
 	for _, b := range resumes {
+		b.dropOffConn()
 		if !b.closed {
 			b.closed = true
-			l.poll.Del(b.fd)
 			l.srv.guard.unwatch(&b.c.watch)
 			l.release(b)
 		}
@@ -565,9 +579,57 @@ func (l *bgwLoop) housekeep() bool {
 	return true
 }
 
+// offConn gives the goroutine about to run a command of b a connection
+// of its own on the socket, as c.nc.
+func (b *bgwLoopConn) offConn() (net.Conn, error) {
+	d, err := syscall.Dup(b.fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(d), "beanstalk-gateway")
+	nc, err := net.FileConn(f) // a duplicate of its own
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	b.ncMu.Lock()
+	b.tmpNC = nc
+	b.ncMu.Unlock()
+	b.swapNC(nc)
+	if b.closeReq.Load() {
+		nc.Close() // cut off while being handed over
+	}
+	return nc, nil
+}
+
+// swapNC makes nc the connection's c.nc.
+func (b *bgwLoopConn) swapNC(nc net.Conn) {
+	srv := b.l.srv
+	srv.mu.Lock()
+	b.c.nc = nc
+	srv.mu.Unlock()
+}
+
+// dropOffConn gives c.nc back to the accepted connection and closes the
+// goroutine's.
+func (b *bgwLoopConn) dropOffConn() {
+	b.ncMu.Lock()
+	nc := b.tmpNC
+	b.tmpNC = nil
+	b.ncMu.Unlock()
+	if nc != nil {
+		b.swapNC(b.orig)
+		nc.Close()
+	}
+}
+
 // resumeConn takes b back from its goroutine and serves what is buffered.
 func (l *bgwLoop) resumeConn(b *bgwLoopConn) {
 	b.off = false
+	b.dropOffConn()
 	if b.closed {
 		return
 	}
@@ -631,7 +693,11 @@ func (l *bgwLoop) register(b *bgwLoopConn) {
 	}
 	l.srv.guard.watch(&b.c.watch, b.s.busy, func(connlimit.Reason) {
 		b.closeReq.Store(true)
-		b.c.nc.Close() // ends a goroutine's blocked write or read
+		b.ncMu.Lock()
+		if b.tmpNC != nil {
+			b.tmpNC.Close() // ends a goroutine's blocked write or read
+		}
+		b.ncMu.Unlock()
 		l.signal(b)
 	})
 }
