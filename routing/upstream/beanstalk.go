@@ -235,14 +235,16 @@ func (s *beanstalkSession) flushLocked() error {
 	if err := s.failed(); err != nil {
 		return err
 	}
-	if s.w.Buffered() == 0 {
-		return nil
+	if s.w.Buffered() > 0 {
+		if s.b.cfg.IOTimeout > 0 && s.nc != nil {
+			_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
+		}
+		if err := s.w.Flush(); err != nil {
+			return s.fail("write", err)
+		}
 	}
-	if s.b.cfg.IOTimeout > 0 && s.nc != nil {
-		_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
-	}
-	if err := s.w.Flush(); err != nil {
-		return s.fail("write", err)
+	if s.lp != nil {
+		return s.lp.flushLocked() // what the Writer gave the sink, in one write
 	}
 	return nil
 }

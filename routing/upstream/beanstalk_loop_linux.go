@@ -84,19 +84,32 @@ const loopIOEvents = uint32(epoll.In | epoll.Err)
 // loopReadMin is the least room a read of replies is offered.
 const loopReadMin = 4096
 
-// loopSink is the session's Writer output: queued, and written at once as
-// far as the socket takes it. The session's wmu is held.
+// loopSink is the session's Writer output: queued, and written with one
+// system call when the session flushes (flushLocked), or sooner once
+// loopSinkHigh is queued. The session's wmu is held.
 type loopSink struct{ l *beanstalkLoopIO }
+
+// loopSinkHigh bounds what a sink queues before it writes.
+const loopSinkHigh = 256 << 10
 
 func (k loopSink) Write(p []byte) (int, error) {
 	l := k.l
 	l.out = append(l.out, p...)
-	if !l.wantOut {
+	if len(l.out) >= loopSinkHigh && !l.wantOut {
 		if err := l.writeLocked(); err != nil {
 			return 0, err
 		}
 	}
 	return len(p), nil
+}
+
+// flushLocked writes what the sink queued, unless it waits for room
+// (Ready writes it then); wmu is held.
+func (l *beanstalkLoopIO) flushLocked() error {
+	if l.wantOut {
+		return nil
+	}
+	return l.writeLocked()
 }
 
 // writeLocked makes one non-blocking write of the queued output; wmu is

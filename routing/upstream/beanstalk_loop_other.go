@@ -19,5 +19,8 @@ func (b *Beanstalk) OpenLoop(context.Context, func(error)) (routing.BeanstalkLoo
 // shutdown is never called: there are no event-loop sessions here.
 func (l *beanstalkLoopIO) shutdown(*beanstalkSession) {}
 
+// flushLocked is never called: there are no event-loop sessions here.
+func (l *beanstalkLoopIO) flushLocked() error { return nil }
+
 // beanstalkLoopIO is the event-loop side of a session; none here.
 type beanstalkLoopIO struct{}
