@@ -4,7 +4,6 @@ package proxy
 
 import (
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -285,25 +284,6 @@ func (l *bgwLoop) run() {
 	}
 }
 
-// upEvent hands an upstream session its events, then serves its
-// connection: the replies it delivered go out in this batch.
-func (l *bgwLoop) upEvent(i int32, events uint32) {
-	if i < 0 || int(i) >= len(l.ups) || l.ups[i].u == nil {
-		return
-	}
-	up := l.ups[i]
-	if !up.u.Ready(events) {
-		if up.u.Timed() {
-			l.ntimed--
-		}
-		l.ups[i] = bgwUp{}
-		l.upFree = append(l.upFree, i)
-	}
-	if b := up.owner; !b.closed && !b.off {
-		l.serve(b)
-	}
-}
-
 func (l *bgwLoop) event(b *bgwLoopConn, ev uint32) {
 	if b.off {
 		return
@@ -439,67 +419,6 @@ func (l *bgwLoop) settle(b *bgwLoopConn) {
 	l.interest(b)
 }
 
-// backlogged reports whether one of b's upstream sessions has more than
-// half of high waiting for its server to read: b's commands then wait, as
-// a goroutine connection's would on its write.
-func (l *bgwLoop) backlogged(b *bgwLoopConn, high int) bool {
-	for _, be := range b.s.open {
-		if u, ok := be.conn.(routing.BeanstalkLoopConn); ok && u.Backlog() > high/2 {
-			return true
-		}
-	}
-	return false
-}
-
-// handoff runs cmd, and what its handling needs (dialling, waiting for
-// several backends), on a goroutine; the loop leaves b alone until resume.
-func (l *bgwLoop) handoff(b *bgwLoopConn, cmd *wire.Command) {
-	l.offLoop.Add(1)
-	s := b.s
-	s.flushBackends()
-	s.wr.Flush() // into out, which the goroutine writes first
-	b.off = true
-	// Out of the poller, not merely with no events: a hang-up would be
-	// reported all the while.
-	l.poll.Del(b.fd)
-	b.events = 0
-	_, nerr := b.offConn()
-	l.srv.wg.Add(1)
-	go func() {
-		defer l.srv.wg.Done()
-		err := nerr
-		if err == nil && len(b.out) > 0 {
-			_, err = beanstalkOut{b.c}.Write(b.out)
-			b.out = b.out[:0]
-			b.wantOut = false
-		}
-		if err == nil {
-			err = s.execIn(cmd)
-		}
-		if err == nil {
-			err = s.wr.Flush()
-		}
-		l.resume(b, err)
-	}()
-}
-
-// resume gives b back to the loop after a goroutine ran its command.
-func (l *bgwLoop) resume(b *bgwLoopConn, err error) {
-	l.mu.Lock()
-	if l.exited {
-		l.mu.Unlock()
-		// The loop is gone: nothing else has b.
-		l.srv.guard.unwatch(&b.c.watch)
-		b.dropOffConn()
-		l.release(b)
-		return
-	}
-	b.err = err
-	l.resumes = append(l.resumes, b)
-	l.wake.Signal()
-	l.mu.Unlock()
-}
-
 // housekeep registers new connections and upstream sessions, resumes
 // connections, sweeps upstream timeouts, writes what the batch produced,
 // and on shutdown closes everything; true when the loop must end.
@@ -579,101 +498,6 @@ func (l *bgwLoop) housekeep() bool {
 	return true
 }
 
-// offConn gives the goroutine about to run a command of b a connection
-// of its own on the socket, as c.nc.
-func (b *bgwLoopConn) offConn() (net.Conn, error) {
-	d, err := syscall.Dup(b.fd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(d), "beanstalk-gateway")
-	nc, err := net.FileConn(f) // a duplicate of its own
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	b.ncMu.Lock()
-	b.tmpNC = nc
-	b.ncMu.Unlock()
-	b.swapNC(nc)
-	if b.closeReq.Load() {
-		nc.Close() // cut off while being handed over
-	}
-	return nc, nil
-}
-
-// swapNC makes nc the connection's c.nc.
-func (b *bgwLoopConn) swapNC(nc net.Conn) {
-	srv := b.l.srv
-	srv.mu.Lock()
-	b.c.nc = nc
-	srv.mu.Unlock()
-}
-
-// dropOffConn gives c.nc back to the accepted connection and closes the
-// goroutine's.
-func (b *bgwLoopConn) dropOffConn() {
-	b.ncMu.Lock()
-	nc := b.tmpNC
-	b.tmpNC = nil
-	b.ncMu.Unlock()
-	if nc != nil {
-		b.swapNC(b.orig)
-		nc.Close()
-	}
-}
-
-// resumeConn takes b back from its goroutine and serves what is buffered.
-func (l *bgwLoop) resumeConn(b *bgwLoopConn) {
-	b.off = false
-	b.dropOffConn()
-	if b.closed {
-		return
-	}
-	if b.err != nil || b.closeReq.Load() {
-		b.dead = b.err != nil
-		l.close(b)
-		return
-	}
-	if in := &b.c.in; len(in.ahead) > 0 { // read ahead by a waiting reserve
-		b.in = append(b.in, in.ahead...)
-		in.ahead = in.ahead[:0]
-	}
-	b.events = epoll.In | epoll.Err
-	if err := l.poll.Add(b.fd, b.events, b.slot); err != nil {
-		b.dead = true
-		l.close(b)
-		return
-	}
-	l.serve(b)
-}
-
-// attachUp registers an upstream session under a free upstream slot.
-func (l *bgwLoop) attachUp(up bgwUp) {
-	var i int32
-	if n := len(l.upFree); n > 0 {
-		i = l.upFree[n-1]
-		l.upFree = l.upFree[:n-1]
-	} else {
-		i = int32(len(l.ups))
-		l.ups = append(l.ups, bgwUp{})
-	}
-	if up.u.Attach(l.poll, bgwUpID(i)) != nil {
-		l.upFree = append(l.upFree, i)
-		if b := up.owner; !b.closed && !b.off {
-			l.serve(b)
-		}
-		return
-	}
-	l.ups[i] = up
-	if up.u.Timed() {
-		l.ntimed++
-	}
-}
-
 // register adds b to the poller and puts it under the timeouts.
 func (l *bgwLoop) register(b *bgwLoopConn) {
 	if n := len(l.free); n > 0 {
@@ -702,78 +526,6 @@ func (l *bgwLoop) register(b *bgwLoopConn) {
 	})
 }
 
-func (l *bgwLoop) flush() {
-	for len(l.dirty) > 0 {
-		batch := l.dirty
-		l.dirty = l.spare[:0]
-		for i, b := range batch {
-			batch[i] = nil
-			b.dirty = false
-			l.write(b)
-		}
-		l.spare = batch[:0]
-	}
-}
-
-func (l *bgwLoop) markDirty(b *bgwLoopConn) {
-	if !b.dirty && !b.closed {
-		b.dirty = true
-		l.dirty = append(l.dirty, b)
-	}
-}
-
-// write sends b's output with one non-blocking write; the rest waits for
-// EPOLLOUT.
-func (l *bgwLoop) write(b *bgwLoopConn) {
-	if b.closed || b.off || len(b.out) == 0 {
-		return
-	}
-	w := &b.c.watch
-	n, err := epoll.Write(b.fd, b.out)
-	b.out = b.out[:copy(b.out, b.out[n:])]
-	if err != nil {
-		b.dead = true
-		l.close(b)
-		return
-	}
-	if n > 0 {
-		w.wrote.Add(1)
-	}
-	if l.cutSlow(b) {
-		return
-	}
-	w.setFlag(watchWriting, len(b.out) > 0)
-	if len(b.out) == 0 && cap(b.out) > bloopKeep {
-		b.out = nil
-	}
-	b.wantOut = len(b.out) > 0
-	if len(b.out) < l.outHigh() {
-		l.serve(b) // commands left waiting for room, or an end of input
-		return
-	}
-	l.interest(b)
-}
-
-// interest registers the events b needs now: input unless it is at end of
-// input, quit or blocked on output; output room while output waits.
-func (l *bgwLoop) interest(b *bgwLoopConn) {
-	var ev uint32
-	high := l.outHigh()
-	if !b.eof && !b.quit {
-		if len(b.out) < high && !l.backlogged(b, high) {
-			ev = epoll.In | epoll.Err
-		} else if b.events&epoll.In != 0 {
-			l.stalls.Add(1)
-		}
-	}
-	if b.wantOut {
-		ev |= epoll.Out
-	}
-	if ev != b.events && l.poll.Mod(b.fd, ev, b.slot) == nil {
-		b.events = ev
-	}
-}
-
 // close ends a loop connection: its backend sessions close (their
 // reservations go back to ready), its last output gets one write, and the
 // socket closes.
@@ -793,26 +545,4 @@ func (l *bgwLoop) close(b *bgwLoopConn) {
 		l.free = append(l.free, b.slot)
 	}
 	l.release(b)
-}
-
-// outHigh is beanstalkLoop.outHigh for the gateway loop.
-func (l *bgwLoop) outHigh() int {
-	if n := l.srv.guard.current().WriteBufferLimit; n > 0 && n < bloopOutHigh {
-		return n
-	}
-	return bloopOutHigh
-}
-
-// cutSlow is beanstalkLoop.cutSlow for the gateway loop.
-func (l *bgwLoop) cutSlow(b *bgwLoopConn) bool {
-	n := l.srv.guard.current().WriteBufferLimit
-	if n <= 0 || len(b.out) <= n {
-		return false
-	}
-	if s := l.srv.connSeries; s != nil {
-		s.Cut(connlimit.ReasonSlowReader.String())
-	}
-	b.dead = true
-	l.close(b)
-	return true
 }
