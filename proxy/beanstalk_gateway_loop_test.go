@@ -5,8 +5,10 @@ package proxy_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -229,4 +231,73 @@ func TestBeanstalkGatewayLoopTLSFallback(t *testing.T) {
 	if _, _, _, ok := proxy.GatewayLoopCounts(srv); ok {
 		t.Fatal("a gateway with a TLS upstream started its event loop")
 	}
+}
+
+// TestBeanstalkGatewayLoopUpstreamBacklog: an upstream that stops reading
+// makes the loop stop reading the client that feeds it (as a goroutine
+// connection would block on its write), without failing the session or
+// holding up other clients.
+func TestBeanstalkGatewayLoopUpstreamBacklog(t *testing.T) {
+	t.Parallel()
+	deaf := listenDeaf(t)
+	c := config.Default()
+	b := config.DefaultBackend()
+	b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "deaf", 1, config.TypeBeanstalk, deaf, 0
+	b.IOTimeout = time.Minute
+	c.Backends = append(c.Backends, b)
+	c.Routes.Beanstalk = []config.Route{{Exact: "deaf", Backend: "deaf"}}
+	must(t, c.Validate())
+	g, err := proxy.NewBeanstalkGatewayFromConfig(c, nil)
+	must(t, err)
+	addr, srv := bsServeGateway(t, g, 0)
+	feeder := bsDial(t, addr)
+	defer feeder.nc.Close()
+	feeder.send(t, "use deaf\r\n")
+	body := strings.Repeat("d", 60000)
+	put := "put 1 0 60 60000\r\n" + body + "\r\n"
+	go feeder.nc.Write([]byte(strings.Repeat(put, 400))) // 24 MB; ends when the test closes it
+	for deadline := time.Now().Add(bsReplyTimeout); ; {
+		if _, _, stalls := loopCounts(t, srv); stalls > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the loop never stopped reading the client of an upstream that does not read")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	other := bsDial(t, addr)
+	defer other.nc.Close()
+	bsRoundTrip(t, other,
+		"use elsewhere\r\n", "USING elsewhere\r\n",
+		"put 0 0 60 1\r\nx\r\n", "INSERTED {n}\r\n",
+	)
+}
+
+// listenDeaf returns the address of a server that accepts connections and
+// never reads from them.
+func listenDeaf(t *testing.T) string {
+	t.Helper()
+	l := testutil.Listen(t)
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+		}
+	}()
+	return l.Addr().String()
 }
