@@ -279,3 +279,11 @@ func (s *bgwSession) giveBackAsync(be *bgwBackend, id uint64) {
 	})
 	s.flushBackends()
 }
+
+// gatewayLooping reports whether the gateway's event loop has started: its
+// connections cannot use an upstream the loop cannot serve.
+func (s *BeanstalkServer) gatewayLooping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gw.loop != nil
+}

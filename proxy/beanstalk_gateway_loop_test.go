@@ -301,3 +301,44 @@ func listenDeaf(t *testing.T) string {
 	}()
 	return l.Addr().String()
 }
+
+// TestBeanstalkGatewayLoopReloadTLSRefused: a reload cannot give a
+// gateway whose connections the loop serves a TLS upstream (one no route
+// reaches is left out of the routing, so does not count); the gateway
+// goes on as it was.
+func TestBeanstalkGatewayLoopReloadTLSRefused(t *testing.T) {
+	t.Parallel()
+	up := testutil.StartBeanstalkd(t)
+	ca := testutil.NewCA(t, "upstream CA")
+	dir := t.TempDir()
+	conf := func(tlsToo bool) *config.Config {
+		c := config.Default()
+		b := config.DefaultBackend()
+		b.Name, b.ID, b.Type, b.Address, b.HealthInterval = "plain", 1, config.TypeBeanstalk, up, 0
+		c.Backends = append(c.Backends, b)
+		if tlsToo {
+			s := config.DefaultBackend()
+			s.Name, s.ID, s.Type, s.Address, s.HealthInterval = "secure", 2, config.TypeBeanstalk, "127.0.0.1:1", 0
+			s.TLS = config.ClientTLS{Enabled: true, CAFile: testutil.WriteFile(t, dir, "ca.pem", ca.PEM)}
+			c.Backends = append(c.Backends, s)
+			c.Routes.Beanstalk = []config.Route{{Exact: "secure", Backend: "secure"}}
+		}
+		c.Routes.BeanstalkDefault = "plain"
+		must(t, c.Validate())
+		return c
+	}
+	g, err := proxy.NewBeanstalkGatewayFromConfig(conf(false), nil)
+	must(t, err)
+	addr, srv := bsServeGateway(t, g, 0)
+	conn := bsDial(t, addr)
+	defer conn.nc.Close()
+	bsRoundTrip(t, conn, "put 0 0 60 1\r\nx\r\n", "INSERTED {n}\r\n")
+	loopCounts(t, srv)
+	if _, err := srv.PrepareReload(conf(true), nil); err == nil || !strings.Contains(err.Error(), "TLS upstream") {
+		t.Fatalf("reload adding a TLS upstream: %v", err)
+	}
+	if _, err := srv.PrepareReload(conf(false), nil); err != nil {
+		t.Fatalf("reload without one: %v", err)
+	}
+	bsRoundTrip(t, conn, "list-tube-used\r\n", "USING default\r\n")
+}
