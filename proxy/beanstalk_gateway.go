@@ -77,7 +77,9 @@ import (
 //     INTERNAL_ERROR.
 //   - stats sums the servers' counters; process fields (pid, version,
 //     rusage, uptime, binlog, id, hostname) are the first routed backend's.
-//   - Upstream sessions are dialled on the connection's goroutine.
+//   - Upstream sessions are dialled on the connection's goroutine (on the
+//     event loop's path, on a goroutine the command is handed to:
+//     beanstalk_gateway_loop.go).
 //   - Shutdown closes client connections but does not interrupt a command
 //     waiting for an upstream's reply: that ends within the backend's I/O
 //     timeout (upstream.Config.IOTimeout).
@@ -109,6 +111,9 @@ type beanstalkGateway struct {
 	drain    atomic.Bool  // Drain was called: puts answer DRAINING
 	reserved atomic.Int64 // jobs the clients hold reserved through the gateway
 	trace    *bgwTrace    // nil: tracing off (beanstalk_gateway_trace.go); kept across reloads
+
+	loop   *bgwLoop // guarded by srv.mu; nil until the first loop connection (beanstalk_gateway_loop_linux.go)
+	noLoop bool     // guarded by srv.mu; the loop failed to start
 }
 
 // bgwRouting is the routing of one configuration; immutable.

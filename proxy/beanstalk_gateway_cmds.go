@@ -14,6 +14,11 @@ import (
 func (s *bgwSession) exec(cmd *wire.Command) error {
 	// A reload applies from the next command on (beanstalk_gateway_reload.go).
 	s.rt = s.gw.rt()
+	return s.execIn(cmd)
+}
+
+// execIn is exec in the routing s.rt.
+func (s *bgwSession) execIn(cmd *wire.Command) error {
 	if s.gw.trace != nil {
 		s.cmdStart = time.Now()
 	}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"errors"
+
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
 	"github.com/jobgate/jobgate/routing"
@@ -27,8 +29,10 @@ import (
 // direct engine path; it cannot become a gateway live, so a configuration
 // that adds Beanstalk upstreams to it is refused (restart). A gateway
 // whose new configuration has no upstream left routes every tube to the
-// local engine. It returns an error and changes nothing when c cannot be
-// built.
+// local engine. On Linux a gateway whose connections the event loop
+// serves cannot get a TLS upstream that a route reaches (or whose ids
+// still decode), whose writes could block the loop: restart. It returns an error and changes
+// nothing when c cannot be built.
 func (s *BeanstalkServer) PrepareReload(c *config.Config, m *metrics.Metrics) (apply func(), err error) {
 	if s.gw == nil {
 		if err := refuseNewUpstreams(c, config.TypeBeanstalk); err != nil {
@@ -49,6 +53,9 @@ func (s *BeanstalkServer) PrepareReload(c *config.Config, m *metrics.Metrics) (a
 	rt, err := newBgwRouting(g)
 	if err != nil {
 		return nil, err
+	}
+	if !rt.loopable() && s.gatewayLooping() {
+		return nil, errors.New("beanstalk gateway: a TLS upstream cannot join a gateway served by the event loop; restart to add it")
 	}
 	return func() {
 		s.gw.cur.Store(rt)

@@ -36,6 +36,7 @@ type bgwSession struct {
 	rt *bgwRouting // the routing in force when the command began
 	c  *beanstalkConn
 	wr *wire.Writer
+	lc *bgwLoopConn // set when the event loop serves the connection (beanstalk_gateway_loop.go)
 
 	used    []byte   // the client's used tube
 	watched [][]byte // the client's watch list, in beanstalkd's order
@@ -87,6 +88,7 @@ type bgwSlot struct {
 	verb  wire.Verb   // the client's command
 	id    uint64      // the client's job id, for id-routed commands
 	race  bool        // a reserve wait
+	wait  bool        // a reserve forwarded by the event loop (reserveLoop)
 	// keep marks a gateway answer held until the backend commands sent
 	// with it (syncUse, syncWatch) are answered, so that the client sees
 	// its use or watch only once the backends have done it; need counts
@@ -127,7 +129,7 @@ func (s *bgwSession) slot(be *bgwBackend, verb wire.Verb) *bgwSlot {
 		sl = &bgwSlot{}
 		sl.fn = func(r *wire.Reply, err error) { s.fill(sl, r, err) }
 	}
-	sl.done, sl.err, sl.reply, sl.be, sl.verb, sl.id, sl.race = false, nil, wire.Reply{}, be, verb, 0, false
+	sl.done, sl.err, sl.reply, sl.be, sl.verb, sl.id, sl.race, sl.wait = false, nil, wire.Reply{}, be, verb, 0, false, false
 	sl.keep, sl.need = false, 0
 	sl.span, sl.start = nil, s.cmdStart
 	return sl
@@ -205,8 +207,15 @@ func (s *bgwSession) backend(b *routing.Backend) (*bgwBackend, error) {
 		s.forget(b) // the backend returned them to ready
 		break
 	}
+	if s.onLoop() {
+		return nil, errBgwNotOpen // the loop never dials (loopCan)
+	}
 	be := &bgwBackend{b: b, used: "default", watched: []string{"default"}}
-	if b.ID == routing.LocalID && b.Beanstalk == nil {
+	if s.lc != nil && b.Beanstalk != nil {
+		if err := s.openLoop(be); err != nil {
+			return nil, err
+		}
+	} else if b.ID == routing.LocalID && b.Beanstalk == nil {
 		be.conn, _ = bgwLocalBackend{s.gw.srv.eng}.Open(context.Background(), nil)
 	} else {
 		ctx, cancel := s.gw.openTimeout()
@@ -460,6 +469,10 @@ func (s *bgwSession) ask(be *bgwBackend, cmd *wire.Command) *bgwSlot {
 // priority and no delay, as upstream.Beanstalk does for a cancelled
 // reserve.
 func (s *bgwSession) giveBack(be *bgwBackend, id uint64) {
+	if s.onLoop() {
+		s.giveBackAsync(be, id)
+		return
+	}
 	sl := s.ask(be, &wire.Command{Verb: wire.StatsJob, ID: id})
 	s.flushBackends()
 	s.wait(sl)

@@ -127,14 +127,17 @@ func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
 }
 
 // serveOnLoop hands c to the event loop, starting it on first use; false
-// leaves c to its own goroutine: a gateway (its upstream dials and writes
-// may block), a TLS connection, the Goroutines option, or a loop that
-// cannot start. With a journal the loop runs commands with ExecAsync,
+// leaves c to its own goroutine: a TLS connection, the Goroutines option,
+// or a loop that cannot start. A gateway's connections go to the
+// gateway's own loop (serveGatewayOnLoop). With a journal the loop runs commands with ExecAsync,
 // which does not wait for a change to be durable; it waits only while
 // the journal's queue for the disk is full (MaxPending).
 func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
-	if s.goroutines || s.gw != nil {
+	if s.goroutines {
 		return false
+	}
+	if s.gw != nil {
+		return s.serveGatewayOnLoop(c)
 	}
 	s.mu.Lock()
 	if s.loop == nil && !s.shutdown && !s.noLoop {
@@ -157,6 +160,7 @@ func (s *BeanstalkServer) serveOnLoop(c *beanstalkConn) bool {
 // stopLoop makes the loop close every connection and end; called by
 // Shutdown with s.mu held.
 func (s *BeanstalkServer) stopLoop() {
+	s.stopGatewayLoop()
 	if l := s.loop; l != nil {
 		l.mu.Lock()
 		if !l.exited {

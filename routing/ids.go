@@ -125,3 +125,13 @@ func (m *IDMap) Decode(id uint64) (*Backend, uint64) {
 	}
 	return m.backends[id>>UpstreamIDBits], id & MaxUpstreamID
 }
+
+// Each calls f for every backend of the map: those whose ids Decode can
+// return, routed to or not.
+func (m *IDMap) Each(f func(*Backend)) {
+	for _, b := range m.backends {
+		if b != nil {
+			f(b)
+		}
+	}
+}

@@ -129,7 +129,8 @@ type reserve struct {
 // reserve got), taking wmu like any writer.
 type beanstalkSession struct {
 	b      *Beanstalk
-	nc     net.Conn
+	nc     net.Conn // nil for an event-loop session (lp)
+	lp     *beanstalkLoopIO
 	closed func(error)
 
 	wmu sync.Mutex        // serialises writes and keeps the queue in write order
@@ -139,10 +140,13 @@ type beanstalkSession struct {
 	quiet atomic.Bool // Close was called: report nothing more
 
 	mu       sync.Mutex
-	queue    []*op     // commands written and not answered, oldest first; guarded by mu
+	queue    []op      // commands written and not answered, oldest first; guarded by mu
 	pending  *reserve  // the client's unfinished reserve; guarded by mu
 	deadline time.Time // the read deadline in force; guarded by mu
-	err      error     // why the session ended, first cause only; guarded by mu
+	// rearm: the queue's head changed since the last Expire, which moves
+	// the deadline of an event-loop session; guarded by mu.
+	rearm bool
+	err   error // why the session ended, first cause only; guarded by mu
 }
 
 var timedOut = beanstalk.Reply{Kind: beanstalk.TimedOut}
@@ -171,7 +175,7 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 			return
 		}
 		s.wmu.Lock()
-		err = s.write(cmd, &op{kind: opUser, done: done}, nil)
+		err = s.write(cmd, op{kind: opUser, done: done}, nil)
 		s.wmu.Unlock()
 	}
 	if err != nil {
@@ -185,7 +189,7 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 // that if the write fails, the reader's cleanup answers it; checking the
 // session's end in the same critical section as queueing means no op can
 // slip in after that cleanup.
-func (s *beanstalkSession) write(cmd *beanstalk.Command, o *op, pending *reserve) error {
+func (s *beanstalkSession) write(cmd *beanstalk.Command, o op, pending *reserve) error {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -200,7 +204,7 @@ func (s *beanstalkSession) write(cmd *beanstalk.Command, o *op, pending *reserve
 		s.armLocked()
 	}
 	s.mu.Unlock()
-	if s.b.cfg.IOTimeout > 0 {
+	if s.b.cfg.IOTimeout > 0 && s.nc != nil {
 		_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
 	}
 	if err := s.w.WriteCommand(cmd); err != nil {
@@ -217,7 +221,7 @@ func (s *beanstalkSession) writeRound(r *reserve, secs uint32, first bool) error
 	if first {
 		pending = r
 	}
-	return s.write(&s.cmd, &op{kind: opRound, res: r, wait: time.Duration(secs) * time.Second}, pending)
+	return s.write(&s.cmd, op{kind: opRound, res: r, wait: time.Duration(secs) * time.Second}, pending)
 }
 
 func (s *beanstalkSession) Flush() error {
@@ -231,14 +235,16 @@ func (s *beanstalkSession) flushLocked() error {
 	if err := s.failed(); err != nil {
 		return err
 	}
-	if s.w.Buffered() == 0 {
-		return nil
+	if s.w.Buffered() > 0 {
+		if s.b.cfg.IOTimeout > 0 && s.nc != nil {
+			_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
+		}
+		if err := s.w.Flush(); err != nil {
+			return s.fail("write", err)
+		}
 	}
-	if s.b.cfg.IOTimeout > 0 {
-		_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
-	}
-	if err := s.w.Flush(); err != nil {
-		return s.fail("write", err)
+	if s.lp != nil {
+		return s.lp.flushLocked() // what the Writer gave the sink, in one write
 	}
 	return nil
 }
@@ -264,7 +270,7 @@ func (s *beanstalkSession) Close() {
 		s.err = routing.ErrClosed
 	}
 	s.mu.Unlock()
-	_ = s.nc.Close()
+	s.shut()
 	s.drain(routing.ErrClosed)
 }
 
@@ -285,8 +291,19 @@ func (s *beanstalkSession) fail(op string, cause error) error {
 	}
 	err := s.err
 	s.mu.Unlock()
-	_ = s.nc.Close()
+	s.shut()
 	return err
+}
+
+// shut ends the connection: closes it, or for an event-loop session shuts
+// the socket down, which the loop sees (Ready) and which makes the server
+// end the session.
+func (s *beanstalkSession) shut() {
+	if s.lp != nil {
+		s.lp.shutdown(s)
+		return
+	}
+	_ = s.nc.Close()
 }
 
 // drain answers every pending command with err, exactly once each.
@@ -324,12 +341,18 @@ func (s *beanstalkSession) armLocked() {
 	if s.b.cfg.IOTimeout == 0 {
 		return
 	}
+	if s.lp != nil {
+		s.rearm = true // Expire sets the deadline: no clock read per reply
+		return
+	}
 	if len(s.queue) > 0 {
 		s.deadline = s.b.cfg.ioDeadline(s.queue[0].wait)
 	} else {
 		s.deadline = time.Time{}
 	}
-	_ = s.nc.SetReadDeadline(s.deadline)
+	if s.nc != nil {
+		_ = s.nc.SetReadDeadline(s.deadline)
+	}
 }
 
 // late decides what a read timeout means, as gearmanSession.late does.
@@ -362,24 +385,9 @@ func (s *beanstalkSession) readLoop(rr *beanstalk.ReplyReader) {
 			s.fail("read", err)
 			break
 		}
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
-			var kind beanstalk.ReplyKind
-			if big != nil {
-				kind = big.Kind
-			} else {
-				kind = r.Kind
-			}
-			s.fail("read", fmt.Errorf("reply %v with no command pending", kind))
+		if !s.deliver(r, big) {
 			break
 		}
-		o := s.queue[0]
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		s.armLocked()
-		s.mu.Unlock()
-		s.handle(o, r, big)
 	}
 	s.drain(s.failed())
 	if !s.quiet.Load() && s.closed != nil {
@@ -387,8 +395,32 @@ func (s *beanstalkSession) readLoop(rr *beanstalk.ReplyReader) {
 	}
 }
 
+// deliver hands one reply (or a too-big reply, big) to the oldest command
+// pending; false when none is, which fails the session.
+func (s *beanstalkSession) deliver(r *beanstalk.Reply, big *beanstalk.ReplyTooBigError) bool {
+	s.mu.Lock()
+	if len(s.queue) == 0 {
+		s.mu.Unlock()
+		var kind beanstalk.ReplyKind
+		if big != nil {
+			kind = big.Kind
+		} else {
+			kind = r.Kind
+		}
+		s.fail("read", fmt.Errorf("reply %v with no command pending", kind))
+		return false
+	}
+	o := s.queue[0]
+	s.queue[0] = op{}
+	s.queue = s.queue[1:]
+	s.armLocked()
+	s.mu.Unlock()
+	s.handle(o, r, big)
+	return true
+}
+
 // handle delivers one reply (or a too-big reply, big) to the op it answers.
-func (s *beanstalkSession) handle(o *op, r *beanstalk.Reply, big *beanstalk.ReplyTooBigError) {
+func (s *beanstalkSession) handle(o op, r *beanstalk.Reply, big *beanstalk.ReplyTooBigError) {
 	switch o.kind {
 	case opUser:
 		if big != nil {
@@ -401,7 +433,7 @@ func (s *beanstalkSession) handle(o *op, r *beanstalk.Reply, big *beanstalk.Repl
 	case opStats:
 		var st beanstalk.JobStats
 		if big == nil && r.Kind == beanstalk.OK && st.ParseYAML(r.Body) == nil {
-			s.internal(&beanstalk.Command{Verb: beanstalk.Release, ID: o.id, Pri: st.Pri}, &op{kind: opRelease})
+			s.internal(&beanstalk.Command{Verb: beanstalk.Release, ID: o.id, Pri: st.Pri}, op{kind: opRelease})
 		}
 		// Otherwise the job is no longer ours (its TTR ran out and
 		// another consumer took or deleted it), or its stats could not
@@ -479,11 +511,11 @@ func (s *beanstalkSession) nextRound(r *reserve) {
 // giveBack returns a job a cancelled reserve got to ready: stats-job for
 // its priority, then release with that priority and no delay.
 func (s *beanstalkSession) giveBack(id uint64) {
-	s.internal(&beanstalk.Command{Verb: beanstalk.StatsJob, ID: id}, &op{kind: opStats, id: id})
+	s.internal(&beanstalk.Command{Verb: beanstalk.StatsJob, ID: id}, op{kind: opStats, id: id})
 }
 
 // internal sends a command of the session's own and flushes it.
-func (s *beanstalkSession) internal(cmd *beanstalk.Command, o *op) {
+func (s *beanstalkSession) internal(cmd *beanstalk.Command, o op) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.write(cmd, o, nil) == nil {

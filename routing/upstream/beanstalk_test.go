@@ -166,6 +166,9 @@ func newBeanstalk(t *testing.T, cfg BeanstalkConfig) *Beanstalk {
 func openBeanstalk(t *testing.T, b *Beanstalk) (routing.BeanstalkConn, chan error) {
 	t.Helper()
 	lost := make(chan error, 1)
+	if onLoop {
+		return openBeanstalkLoop(t, b, lost), lost
+	}
 	c, err := b.Open(context.Background(), func(err error) { lost <- err })
 	if err != nil {
 		t.Fatal(err)

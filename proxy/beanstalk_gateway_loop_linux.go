@@ -1,0 +1,548 @@
+//go:build linux
+
+package proxy
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/proxy/connlimit"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// bgwLoop serves a Beanstalk gateway's plain TCP client connections and
+// their upstream sessions from one goroutine over epoll
+// (beanstalk_gateway_loop.go says what runs on it and what does not). It
+// is built as beanstalkLoop is: read each ready socket once, run what it
+// brought, write each connection that got output once per batch.
+//
+// Ownership: the loop goroutine owns conns, ups, dirty and every loop
+// connection's fields but off while a goroutine has it (then that
+// goroutine owns the connection's output and session), signaled and
+// closeReq. Other goroutines reach the loop only through mu and the
+// eventfd. Client connections have epoll ids >= 0, upstream sessions ids
+// below wakeID (bgwUpID).
+type bgwLoop struct {
+	srv  *BeanstalkServer
+	poll *epoll.Poller
+	wake *epoll.EventFD
+
+	conns  []*bgwLoopConn // loop only; by slot, the epoll id
+	free   []int32        // loop only
+	ups    []bgwUp        // loop only; by upstream slot
+	upFree []int32        // loop only
+	ntimed int            // loop only: upstream sessions with an I/O timeout
+	swept  time.Time      // loop only: the last sweep of upstream timeouts
+	dirty  []*bgwLoopConn // loop only; connections with output to write
+	spare  []*bgwLoopConn // loop only; dirty's other buffer
+	evs    [256]syscall.EpollEvent
+
+	mu       sync.Mutex
+	adds     []*bgwLoopConn // guarded by mu; accepted, not yet registered
+	attaches []bgwUp        // guarded by mu; upstream sessions opened off the loop
+	resumes  []*bgwLoopConn // guarded by mu; connections given back by a goroutine
+	ready    []*bgwLoopConn // guarded by mu; signalled (cut off)
+	sleeping bool           // guarded by mu; the loop may be blocked in Wait
+	stopping bool           // guarded by mu
+	exited   bool           // guarded by mu
+
+	// Commands run on the loop and handed to a goroutine, and the times
+	// a client stopped being read for backpressure, for tests.
+	onLoop, offLoop, stalls atomic.Int64
+}
+
+// bgwUp is an upstream session on the loop and the connection it serves.
+type bgwUp struct {
+	u     routing.BeanstalkLoopConn
+	owner *bgwLoopConn
+}
+
+// bgwLoopConn is a gateway client connection served by the loop.
+type bgwLoopConn struct {
+	c    *beanstalkConn
+	s    *bgwSession
+	l    *bgwLoop
+	fd   int
+	slot int32
+	dec  *wire.Decoder
+
+	in  []byte // read, not yet decoded: in[ir:]
+	ir  int
+	out []byte // replies not yet written
+
+	events  uint32
+	wantOut bool // output waits for room: EPOLLOUT
+	dirty   bool // in l.dirty
+	eof     bool // the client closed its side
+	dead    bool // the socket failed: close without writing
+	closed  bool
+	quit    bool // quit: close once the replies are written
+	// off: a goroutine is running a command of the connection
+	// (beanstalk_gateway_loop.go); set and cleared by the loop, the
+	// goroutine started after the one and done before the other.
+	off bool
+	err error // the goroutine's error, for resume
+
+	// The loop has the socket alone (a duplicate, the original closed), so
+	// that the runtime's poller does not wake an idle thread for every
+	// segment; a goroutine gets a connection of its own on another
+	// duplicate (offConn), which is c.nc while it runs (both swaps under
+	// srv.mu, where Shutdown reads c.nc). orig is c.nc as accepted: its
+	// Close frees the connection's slot under the limits.
+	orig  net.Conn
+	ncMu  sync.Mutex
+	tmpNC net.Conn // guarded by ncMu: the goroutine's connection
+
+	signaled atomic.Bool
+	closeReq atomic.Bool
+}
+
+// bgwUpID is the epoll id of upstream slot i.
+func bgwUpID(i int32) int32 { return wakeID - 1 - i }
+
+// bgwSink is a loop connection's reply output: queued for the loop to
+// write, or, while a goroutine has the connection, written to the socket.
+type bgwSink struct{ b *bgwLoopConn }
+
+func (k bgwSink) Write(p []byte) (int, error) {
+	if k.b.off {
+		return beanstalkOut{k.b.c}.Write(p)
+	}
+	k.b.out = append(k.b.out, p...)
+	return len(p), nil
+}
+
+// serveGatewayOnLoop hands c to the gateway's event loop, starting it on
+// first use; false leaves it to its own goroutine (TLS, a gateway with an
+// upstream the loop cannot serve, a loop that cannot start).
+func (s *BeanstalkServer) serveGatewayOnLoop(c *beanstalkConn) bool {
+	if !s.gw.rt().loopable() {
+		return false
+	}
+	s.mu.Lock()
+	if s.gw.loop == nil && !s.shutdown && !s.gw.noLoop {
+		l, err := startBgwLoop(s)
+		if err != nil {
+			s.log.Warn("beanstalk gateway event loop unavailable; serving with goroutines", "err", err)
+			s.gw.noLoop = true
+		}
+		s.gw.loop = l
+	}
+	l := s.gw.loop
+	s.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	b := l.adopt(c)
+	if b == nil {
+		return false
+	}
+	l.add(b)
+	return true
+}
+
+// stopGatewayLoop makes the gateway loop close everything and end; with
+// s.mu held.
+func (s *BeanstalkServer) stopGatewayLoop() {
+	if s.gw == nil || s.gw.loop == nil {
+		return
+	}
+	l := s.gw.loop
+	l.mu.Lock()
+	if !l.exited {
+		l.stopping = true
+		l.wake.Signal()
+	}
+	l.mu.Unlock()
+}
+
+func startBgwLoop(s *BeanstalkServer) (*bgwLoop, error) {
+	p, w, err := epoll.NewWoken(wakeID)
+	if err != nil {
+		return nil, err
+	}
+	l := &bgwLoop{srv: s, poll: p, wake: w}
+	s.wg.Add(1)
+	go l.run()
+	return l, nil
+}
+
+// adopt makes c a loop connection on a duplicate of its socket.
+func (l *bgwLoop) adopt(c *beanstalkConn) *bgwLoopConn {
+	inner := unwrapConn(c.nc)
+	tc, ok := inner.(interface {
+		syscall.Conn
+		SetNoDelay(bool) error
+	})
+	if !ok {
+		return nil
+	}
+	tc.SetNoDelay(true)
+	fd, err := epoll.DupConn(tc)
+	if err != nil {
+		return nil
+	}
+	inner.Close() // out of the runtime's poller; c.nc's Close frees the slot
+	b := &bgwLoopConn{c: c, l: l, fd: fd, dec: wire.NewDecoder(l.srv.limits), orig: c.nc}
+	s := l.srv.gw.newSession(c)
+	s.lc = b
+	s.wr = wire.NewWriter(bgwSink{b})
+	c.in.wr = s.wr
+	b.s = s
+	return b
+}
+
+func (l *bgwLoop) add(b *bgwLoopConn) {
+	l.mu.Lock()
+	if l.exited {
+		l.mu.Unlock()
+		l.release(b)
+		return
+	}
+	l.adds = append(l.adds, b)
+	l.wake.Signal()
+	l.mu.Unlock()
+}
+
+// release frees what a connection holds once nothing else will use it.
+func (l *bgwLoop) release(b *bgwLoopConn) {
+	b.s.close()
+	syscall.Close(b.fd)
+	b.c.nc.Close()
+	l.srv.dropConn(b.c)
+}
+
+// attach hands an upstream session opened off the loop to the loop.
+func (b *bgwLoopConn) attach(u routing.BeanstalkLoopConn) {
+	l := b.l
+	l.mu.Lock()
+	if l.exited {
+		l.mu.Unlock()
+		u.Close()
+		u.Detach()
+		return
+	}
+	l.attaches = append(l.attaches, bgwUp{u, b})
+	l.wake.Signal()
+	l.mu.Unlock()
+}
+
+// signal queues b for the loop to look at (a cut-off).
+func (l *bgwLoop) signal(b *bgwLoopConn) {
+	if b.signaled.Swap(true) {
+		return
+	}
+	l.mu.Lock()
+	if !l.exited {
+		l.ready = append(l.ready, b)
+		l.wake.Signal()
+	}
+	l.mu.Unlock()
+}
+
+func (l *bgwLoop) run() {
+	defer l.srv.wg.Done()
+	for {
+		l.mu.Lock()
+		l.sleeping = len(l.ready) == 0 && len(l.adds) == 0 && len(l.attaches) == 0 &&
+			len(l.resumes) == 0 && !l.stopping
+		timeout := -1
+		if !l.sleeping {
+			timeout = 0
+		} else if l.ntimed > 0 {
+			timeout = int(upSweep / time.Millisecond)
+		}
+		l.mu.Unlock()
+		n, err := l.poll.Wait(l.evs[:], timeout)
+		if err != nil {
+			l.srv.log.Error("beanstalk gateway epoll", "err", err)
+		}
+		l.mu.Lock()
+		l.sleeping = false
+		l.mu.Unlock()
+		for i := 0; i < n; i++ {
+			ev := &l.evs[i]
+			switch {
+			case ev.Fd == wakeID:
+				l.wake.Drain()
+			case ev.Fd >= 0:
+				if b := l.conns[ev.Fd]; b != nil {
+					l.event(b, ev.Events)
+				}
+			default:
+				l.upEvent(wakeID-1-ev.Fd, ev.Events)
+			}
+		}
+		if l.housekeep() {
+			return
+		}
+	}
+}
+
+func (l *bgwLoop) event(b *bgwLoopConn, ev uint32) {
+	if b.off {
+		return
+	}
+	if ev&epoll.Out != 0 {
+		l.write(b)
+	}
+	if b.closed || b.off {
+		return
+	}
+	if b.events&epoll.In != 0 && ev&(epoll.In|epoll.Err) != 0 {
+		l.read(b)
+		return
+	}
+	if ev&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
+		b.dead = true
+		l.close(b)
+	}
+}
+
+// read reads b's socket once and serves what came.
+func (l *bgwLoop) read(b *bgwLoopConn) {
+	pending := len(b.in) - b.ir
+	want := max(bloopReadMin, b.dec.Need(b.in[b.ir:])-pending)
+	if cap(b.in)-len(b.in) < want {
+		if b.ir > 0 {
+			b.in = b.in[:copy(b.in[:cap(b.in)], b.in[b.ir:])]
+			b.ir = 0
+		}
+		if cap(b.in)-len(b.in) < want {
+			buf := make([]byte, len(b.in), max(2*cap(b.in), len(b.in)+want))
+			copy(buf, b.in)
+			b.in = buf
+		}
+	}
+	n, err := epoll.Read(b.fd, b.in[len(b.in):cap(b.in)])
+	switch {
+	case err == syscall.EAGAIN:
+		return
+	case err != nil:
+		b.dead = true
+		l.close(b)
+		return
+	case n == 0:
+		b.eof = true
+		b.s.cancelWaits()
+	default:
+		b.in = b.in[:len(b.in)+n]
+	}
+	l.serve(b)
+}
+
+// serve runs b's buffered commands in order until it has served them all,
+// one must run off the loop, or output backs up; then it writes the
+// replies whose turn has come into b's output for the end of the batch.
+func (l *bgwLoop) serve(b *bgwLoopConn) {
+	s, c := b.s, b.c
+	high := l.outHigh()
+	// The upstream backlog is looked at once per batch (and again by
+	// interest): a batch adds at most what one read brought.
+	if l.backlogged(b, high) {
+		l.settle(b)
+		return
+	}
+	for !b.closed && !b.quit && !b.off && len(b.out) < high {
+		n, cmd, err := b.dec.Decode(b.in[b.ir:])
+		b.ir += n
+		if cmd == nil && err == nil {
+			if n == 0 {
+				break
+			}
+			continue
+		}
+		if err != nil { // a *wire.ClientError: nothing else comes from Decode
+			ce := err.(*wire.ClientError)
+			var verb wire.Verb
+			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
+				verb = wire.Put
+				if t := s.gw.trace; t != nil {
+					t.refused(s.used, 0, ce.Kind.String())
+				}
+			}
+			s.answer(verb, wire.Reply{Kind: ce.Kind})
+			continue
+		}
+		c.watch.frames.Add(1)
+		if cmd.Verb == wire.Quit {
+			b.quit = true
+			break
+		}
+		s.rt = s.gw.rt()
+		if !s.loopCan(cmd) {
+			l.handoff(b, cmd)
+			return
+		}
+		l.onLoop.Add(1)
+		if err := s.execLoop(cmd); err != nil {
+			b.dead = true
+			l.close(b)
+			return
+		}
+	}
+	if b.closed {
+		return
+	}
+	l.settle(b)
+}
+
+// settle writes the replies whose turn has come, queues b's output for
+// the end of the batch, and closes b once a quit or a hang-up has had
+// all its replies written.
+func (l *bgwLoop) settle(b *bgwLoopConn) {
+	s := b.s
+	if s.settleDone() != nil || s.wr.Flush() != nil {
+		b.dead = true
+		l.close(b)
+		return
+	}
+	if b.ir == len(b.in) {
+		b.in, b.ir = b.in[:0], 0
+		if cap(b.in) > bloopKeep {
+			b.in = nil
+		}
+	}
+	b.c.watch.setFlag(watchPartial, len(s.fifo) == 0 && (b.ir < len(b.in) || b.dec.Partial()))
+	if (b.quit || b.eof) && len(s.fifo) == 0 && len(b.out) == 0 {
+		l.close(b)
+		return
+	}
+	if len(b.out) > 0 && !b.wantOut {
+		l.markDirty(b)
+	}
+	l.interest(b)
+}
+
+// housekeep registers new connections and upstream sessions, resumes
+// connections, sweeps upstream timeouts, writes what the batch produced,
+// and on shutdown closes everything; true when the loop must end.
+func (l *bgwLoop) housekeep() bool {
+	l.mu.Lock()
+	adds, attaches, resumes, ready := l.adds, l.attaches, l.resumes, l.ready
+	l.adds, l.attaches, l.resumes, l.ready = nil, nil, nil, nil
+	stopping := l.stopping
+	l.mu.Unlock()
+	for _, b := range adds {
+		l.register(b)
+	}
+	for _, up := range attaches {
+		l.attachUp(up)
+	}
+	for _, b := range resumes {
+		l.resumeConn(b)
+	}
+	for _, b := range ready {
+		b.signaled.Store(false)
+		if !b.closed && !b.off && b.closeReq.Load() {
+			l.close(b)
+		}
+	}
+	if l.ntimed > 0 {
+		if now := time.Now(); now.Sub(l.swept) >= upSweep {
+			l.swept = now
+			for _, up := range l.ups {
+				if up.u != nil {
+					up.u.Expire(now)
+				}
+			}
+		}
+	}
+	l.flush()
+	if !stopping {
+		return false
+	}
+	for _, b := range l.conns {
+		if b != nil && !b.off {
+			l.close(b)
+		}
+	}
+	for i, up := range l.ups {
+		if up.u != nil {
+			up.u.Close()
+			up.u.Detach()
+			l.ups[i] = bgwUp{}
+		}
+	}
+	l.mu.Lock()
+	l.exited = true
+	adds, attaches = l.adds, l.attaches
+	l.adds, l.attaches = nil, nil
+	resumes = l.resumes
+	l.resumes = nil
+	l.mu.Unlock()
+	for _, b := range adds {
+		l.release(b)
+	}
+	for _, up := range attaches {
+		up.u.Close()
+		up.u.Detach()
+	}
+	for _, b := range resumes {
+		b.dropOffConn()
+		if !b.closed {
+			b.closed = true
+			l.srv.guard.unwatch(&b.c.watch)
+			l.release(b)
+		}
+	}
+	l.poll.Close()
+	l.mu.Lock()
+	l.wake.Close()
+	l.mu.Unlock()
+	return true
+}
+
+// register adds b to the poller and puts it under the timeouts.
+func (l *bgwLoop) register(b *bgwLoopConn) {
+	if n := len(l.free); n > 0 {
+		b.slot = l.free[n-1]
+		l.free = l.free[:n-1]
+	} else {
+		b.slot = int32(len(l.conns))
+		l.conns = append(l.conns, nil)
+	}
+	l.conns[b.slot] = b
+	b.events = epoll.In | epoll.Err
+	if err := l.poll.Add(b.fd, b.events, b.slot); err != nil {
+		l.srv.log.Debug("beanstalk gateway epoll add", "err", err)
+		b.dead = true
+		l.close(b)
+		return
+	}
+	l.srv.guard.watch(&b.c.watch, b.s.busy, func(connlimit.Reason) {
+		b.closeReq.Store(true)
+		b.ncMu.Lock()
+		if b.tmpNC != nil {
+			b.tmpNC.Close() // ends a goroutine's blocked write or read
+		}
+		b.ncMu.Unlock()
+		l.signal(b)
+	})
+}
+
+// close ends a loop connection: its backend sessions close (their
+// reservations go back to ready), its last output gets one write, and the
+// socket closes.
+func (l *bgwLoop) close(b *bgwLoopConn) {
+	if b.closed {
+		return
+	}
+	b.closed = true
+	if !b.dead && len(b.out) > 0 {
+		epoll.Write(b.fd, b.out)
+	}
+	b.out, b.in = nil, nil
+	l.srv.guard.unwatch(&b.c.watch)
+	l.poll.Del(b.fd)
+	if l.conns[b.slot] == b {
+		l.conns[b.slot] = nil
+		l.free = append(l.free, b.slot)
+	}
+	l.release(b)
+}

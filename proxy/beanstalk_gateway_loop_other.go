@@ -1,0 +1,17 @@
+//go:build !linux
+
+package proxy
+
+import "github.com/jobgate/jobgate/routing"
+
+// bgwLoop is the Linux gateway event loop (beanstalk_gateway_loop_linux.go);
+// here every gateway connection is served by its own goroutine.
+type bgwLoop struct{}
+
+// bgwLoopConn is a gateway connection served by the event loop; none here.
+type bgwLoopConn struct{ off bool }
+
+func (b *bgwLoopConn) attach(routing.BeanstalkLoopConn) {}
+
+func (s *BeanstalkServer) serveGatewayOnLoop(*beanstalkConn) bool { return false }
+func (s *BeanstalkServer) stopGatewayLoop()                       {}

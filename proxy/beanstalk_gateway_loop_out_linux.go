@@ -1,0 +1,118 @@
+//go:build linux
+
+package proxy
+
+import (
+	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/proxy/connlimit"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// The gateway loop's output to its clients, and backpressure: a client is
+// not read while its replies, or its upstream sessions' requests, wait.
+
+// backlogged reports whether one of b's upstream sessions has more than
+// half of high waiting for its server to read: b's commands then wait, as
+// a goroutine connection's would on its write.
+func (l *bgwLoop) backlogged(b *bgwLoopConn, high int) bool {
+	for _, be := range b.s.open {
+		if u, ok := be.conn.(routing.BeanstalkLoopConn); ok && u.Backlog() > high/2 {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *bgwLoop) flush() {
+	for len(l.dirty) > 0 {
+		batch := l.dirty
+		l.dirty = l.spare[:0]
+		for i, b := range batch {
+			batch[i] = nil
+			b.dirty = false
+			l.write(b)
+		}
+		l.spare = batch[:0]
+	}
+}
+
+func (l *bgwLoop) markDirty(b *bgwLoopConn) {
+	if !b.dirty && !b.closed {
+		b.dirty = true
+		l.dirty = append(l.dirty, b)
+	}
+}
+
+// write sends b's output with one non-blocking write; the rest waits for
+// EPOLLOUT.
+func (l *bgwLoop) write(b *bgwLoopConn) {
+	if b.closed || b.off || len(b.out) == 0 {
+		return
+	}
+	w := &b.c.watch
+	n, err := epoll.Write(b.fd, b.out)
+	b.out = b.out[:copy(b.out, b.out[n:])]
+	if err != nil {
+		b.dead = true
+		l.close(b)
+		return
+	}
+	if n > 0 {
+		w.wrote.Add(1)
+	}
+	if l.cutSlow(b) {
+		return
+	}
+	w.setFlag(watchWriting, len(b.out) > 0)
+	if len(b.out) == 0 && cap(b.out) > bloopKeep {
+		b.out = nil
+	}
+	b.wantOut = len(b.out) > 0
+	if len(b.out) < l.outHigh() {
+		l.serve(b) // commands left waiting for room, or an end of input
+		return
+	}
+	l.interest(b)
+}
+
+// interest registers the events b needs now: input unless it is at end of
+// input, quit or blocked on output; output room while output waits.
+func (l *bgwLoop) interest(b *bgwLoopConn) {
+	var ev uint32
+	high := l.outHigh()
+	if !b.eof && !b.quit {
+		if len(b.out) < high && !l.backlogged(b, high) {
+			ev = epoll.In | epoll.Err
+		} else if b.events&epoll.In != 0 {
+			l.stalls.Add(1)
+		}
+	}
+	if b.wantOut {
+		ev |= epoll.Out
+	}
+	if ev != b.events && l.poll.Mod(b.fd, ev, b.slot) == nil {
+		b.events = ev
+	}
+}
+
+// outHigh is beanstalkLoop.outHigh for the gateway loop.
+func (l *bgwLoop) outHigh() int {
+	if n := l.srv.guard.current().WriteBufferLimit; n > 0 && n < bloopOutHigh {
+		return n
+	}
+	return bloopOutHigh
+}
+
+// cutSlow is beanstalkLoop.cutSlow for the gateway loop.
+func (l *bgwLoop) cutSlow(b *bgwLoopConn) bool {
+	n := l.srv.guard.current().WriteBufferLimit
+	if n <= 0 || len(b.out) <= n {
+		return false
+	}
+	if s := l.srv.connSeries; s != nil {
+		s.Cut(connlimit.ReasonSlowReader.String())
+	}
+	b.dead = true
+	l.close(b)
+	return true
+}

@@ -1,0 +1,356 @@
+//go:build linux
+
+package upstream
+
+import (
+	"context"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/routing"
+)
+
+var _ routing.BeanstalkLoopBackend = (*Beanstalk)(nil)
+
+// CanLoop reports whether OpenLoop can serve this backend: plain TCP only
+// (a TLS connection needs its own reads and writes, which may block).
+func (b *Beanstalk) CanLoop() bool { return b.cfg.TLS == nil }
+
+// OpenLoop connects, as Open does, and returns a session served by the
+// caller's event loop (routing.BeanstalkLoopConn). It is the same session
+// as Open's (reserve rounds, Cancel, giving back a job a cancelled reserve
+// got) with the reader goroutine replaced by the loop's Ready and the
+// writes made without blocking. It blocks while dialling: call it off the
+// loop.
+func (b *Beanstalk) OpenLoop(ctx context.Context, closed func(error)) (routing.BeanstalkLoopConn, error) {
+	if b.cfg.TLS != nil {
+		return nil, routing.ErrNoLoop
+	}
+	nc, err := b.cfg.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		nc.Close()
+		return nil, routing.ErrNoLoop
+	}
+	fd, err := epoll.DupConn(tc)
+	nc.Close() // the duplicate keeps the socket open, outside the runtime's poller
+	if err != nil {
+		return nil, &routing.TransportError{Backend: b.cfg.Addr, Op: "dial", Err: err}
+	}
+	s := &beanstalkSession{b: b, closed: closed}
+	lp := &beanstalkLoopIO{beanstalkSession: s, s: s, fd: fd, rfd: fd, lim: b.cfg.Limits.WithDefaults()}
+	s.lp = lp
+	s.w = beanstalk.NewWriter(loopSink{lp})
+	return lp, nil
+}
+
+// beanstalkLoopIO is the event-loop side of a beanstalkSession: its socket,
+// the output the socket has not taken yet, and the input not yet decoded.
+//
+// The loop goroutine owns rfd, in, ir, skip, reply and reported. out,
+// wantOut, stalled, poll and id are guarded by the session's wmu (every
+// write holds it); fd by wmu and mu together (the loop closes it holding
+// both, so a writer or fail never uses a reused descriptor number).
+type beanstalkLoopIO struct {
+	*beanstalkSession // Do, Flush, Cancel, Close
+	s                 *beanstalkSession
+	lim               beanstalk.Limits
+
+	rfd      int    // loop only: the socket, open until end or Detach
+	in       []byte // loop only: read, not yet decoded: in[ir:]
+	ir       int
+	skip     uint64 // loop only: bytes of a too-big body still to drop
+	reply    beanstalk.Reply
+	reported bool // loop only: the end was handled
+
+	fd      int // -1 once released
+	poll    routing.Poller
+	id      int32
+	out     []byte    // commands not yet taken by the socket
+	wantOut bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
+	stalled time.Time // when output last waited for room without progress
+}
+
+// loopIOEvents are the events a loop session always waits for.
+const loopIOEvents = uint32(epoll.In | epoll.Err)
+
+// loopReadMin is the least room a read of replies is offered.
+const loopReadMin = 4096
+
+// loopSink is the session's Writer output: queued, and written with one
+// system call when the session flushes (flushLocked), or sooner once
+// loopSinkHigh is queued. The session's wmu is held.
+type loopSink struct{ l *beanstalkLoopIO }
+
+// loopSinkHigh bounds what a sink queues before it writes.
+const loopSinkHigh = 256 << 10
+
+func (k loopSink) Write(p []byte) (int, error) {
+	l := k.l
+	l.out = append(l.out, p...)
+	if len(l.out) >= loopSinkHigh && !l.wantOut {
+		if err := l.writeLocked(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// flushLocked writes what the sink queued, unless it waits for room
+// (Ready writes it then); wmu is held.
+func (l *beanstalkLoopIO) flushLocked() error {
+	if l.wantOut {
+		return nil
+	}
+	return l.writeLocked()
+}
+
+// writeLocked makes one non-blocking write of the queued output; wmu is
+// held.
+func (l *beanstalkLoopIO) writeLocked() error {
+	if len(l.out) == 0 || l.fd < 0 {
+		return nil
+	}
+	n, err := epoll.Write(l.fd, l.out)
+	if err != nil {
+		return l.s.fail("write", err)
+	}
+	l.out = l.out[:copy(l.out, l.out[n:])]
+	if len(l.out) == 0 {
+		l.stalled = time.Time{}
+		if cap(l.out) > 1<<20 {
+			l.out = nil // drop a buffer a burst grew
+		}
+		l.setWantOut(false)
+		return nil
+	}
+	if n > 0 || l.stalled.IsZero() {
+		l.stalled = time.Now()
+	}
+	l.setWantOut(true)
+	return nil
+}
+
+// setWantOut watches EPOLLOUT while output waits for room; wmu is held.
+func (l *beanstalkLoopIO) setWantOut(want bool) {
+	if want == l.wantOut {
+		return
+	}
+	l.wantOut = want
+	if l.poll == nil {
+		return // Attach registers what wantOut says
+	}
+	ev := loopIOEvents
+	if want {
+		ev |= epoll.Out
+	}
+	if err := l.poll.Mod(l.fd, ev, l.id); err != nil {
+		l.s.fail("write", err)
+	}
+}
+
+// shutdown makes the socket readable for the loop (EOF, HUP) and tells the
+// server the connection is over, without freeing the descriptor.
+func (l *beanstalkLoopIO) shutdown(s *beanstalkSession) {
+	s.mu.Lock()
+	if l.fd >= 0 {
+		_ = syscall.Shutdown(l.fd, syscall.SHUT_RDWR)
+	}
+	s.mu.Unlock()
+}
+
+// Attach registers the socket with p.
+func (l *beanstalkLoopIO) Attach(p routing.Poller, id int32) error {
+	l.s.wmu.Lock()
+	ev := loopIOEvents
+	if l.wantOut {
+		ev |= epoll.Out
+	}
+	err := p.Add(l.fd, ev, id)
+	if err == nil {
+		l.poll, l.id = p, id
+	}
+	l.s.wmu.Unlock()
+	if err != nil {
+		l.s.fail("attach", err)
+		l.end()
+	}
+	return err
+}
+
+// Ready handles the events the loop saw on the socket.
+func (l *beanstalkLoopIO) Ready(events uint32) bool {
+	if l.reported {
+		return false
+	}
+	s := l.s
+	if events&epoll.Out != 0 {
+		s.wmu.Lock()
+		if s.failed() == nil {
+			_ = l.writeLocked()
+		}
+		s.wmu.Unlock()
+	}
+	if events&(epoll.In|epoll.Err) != 0 && s.failed() == nil {
+		l.read()
+	}
+	if s.failed() != nil {
+		l.end()
+		return false
+	}
+	return true
+}
+
+// read reads the socket once and delivers every whole reply.
+func (l *beanstalkLoopIO) read() {
+	s := l.s
+	if l.ir > 0 && l.ir == len(l.in) {
+		l.in, l.ir = l.in[:0], 0
+	}
+	if cap(l.in)-len(l.in) < loopReadMin {
+		if l.ir > 0 {
+			l.in = l.in[:copy(l.in[:cap(l.in)], l.in[l.ir:])]
+			l.ir = 0
+		}
+		if cap(l.in)-len(l.in) < loopReadMin {
+			buf := make([]byte, len(l.in), 2*cap(l.in)+loopReadMin)
+			copy(buf, l.in)
+			l.in = buf
+		}
+	}
+	n, err := epoll.Read(l.rfd, l.in[len(l.in):cap(l.in)])
+	switch {
+	case err == syscall.EAGAIN:
+		return
+	case err != nil:
+		s.fail("read", err)
+		return
+	case n == 0:
+		s.fail("read", io.EOF)
+		return
+	}
+	l.in = l.in[:len(l.in)+n]
+	for s.failed() == nil {
+		if l.skip > 0 {
+			k := min(l.skip, uint64(len(l.in)-l.ir))
+			l.ir += int(k)
+			if l.skip -= k; l.skip > 0 {
+				break
+			}
+		}
+		m, err := beanstalk.DecodeReply(l.in[l.ir:], l.lim, &l.reply)
+		if big, ok := err.(*beanstalk.ReplyTooBigError); ok {
+			l.ir += m
+			l.skip = big.Size + 2
+			if !s.deliver(nil, big) {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			s.fail("read", err)
+			break
+		}
+		if m == 0 {
+			break
+		}
+		l.ir += m
+		if !s.deliver(&l.reply, nil) {
+			break
+		}
+	}
+	if l.ir == len(l.in) {
+		l.in, l.ir = l.in[:0], 0
+		if cap(l.in) > 1<<20 {
+			l.in = nil
+		}
+	}
+}
+
+// end releases the socket, answers what is pending and reports why the
+// session ended, once, unless Close ended it.
+func (l *beanstalkLoopIO) end() {
+	if l.reported {
+		return
+	}
+	l.reported = true
+	s := l.s
+	l.release()
+	err := s.failed()
+	s.drain(err)
+	if !s.quiet.Load() && s.closed != nil {
+		s.closed(err)
+	}
+}
+
+// release removes the socket from the poller and closes it.
+func (l *beanstalkLoopIO) release() {
+	s := l.s
+	s.wmu.Lock()
+	s.mu.Lock()
+	if l.fd >= 0 {
+		if l.poll != nil {
+			_ = l.poll.Del(l.fd)
+		}
+		_ = syscall.Close(l.fd)
+		l.fd = -1
+		l.out = nil
+	}
+	s.mu.Unlock()
+	s.wmu.Unlock()
+}
+
+// Expire fails the session when a reply is overdue or output has waited
+// for room for longer than the I/O timeout. The reply deadline is set
+// here, an I/O timeout (plus what a reserve round may rightly wait) after
+// the first sweep that saw the oldest command pending, so that replies
+// need not read the clock; a timeout fires up to a sweep period late.
+func (l *beanstalkLoopIO) Expire(now time.Time) {
+	s := l.s
+	if s.b.cfg.IOTimeout == 0 {
+		return
+	}
+	s.wmu.Lock()
+	stalled := l.stalled
+	s.wmu.Unlock()
+	s.mu.Lock()
+	if s.rearm || len(s.queue) == 0 {
+		s.rearm = false
+		s.deadline = time.Time{}
+		if len(s.queue) > 0 {
+			s.deadline = now.Add(s.b.cfg.IOTimeout + s.queue[0].wait)
+		}
+	}
+	late := s.err == nil && len(s.queue) > 0 && !now.Before(s.deadline)
+	s.mu.Unlock()
+	switch {
+	case late:
+		s.fail("read", routing.ErrTimeout)
+	case !stalled.IsZero() && now.Sub(stalled) >= s.b.cfg.IOTimeout:
+		s.fail("write", routing.ErrTimeout)
+	}
+}
+
+// Timed reports whether the backend has an I/O timeout for Expire.
+func (l *beanstalkLoopIO) Timed() bool { return l.s.b.cfg.IOTimeout > 0 }
+
+// Backlog returns the bytes queued and not yet taken by the socket.
+func (l *beanstalkLoopIO) Backlog() int {
+	l.s.wmu.Lock()
+	defer l.s.wmu.Unlock()
+	return len(l.out)
+}
+
+// Detach releases the socket without reporting.
+func (l *beanstalkLoopIO) Detach() {
+	l.reported = true
+	l.release()
+	l.s.drain(routing.ErrClosed)
+}
