@@ -51,3 +51,57 @@ func TestDecodeReplyErrors(t *testing.T) {
 		}
 	}
 }
+
+// decodeRepliesAt decodes data with DecodeReply as an event loop would,
+// skipping the body of a reply over the limit, until a fatal error (which
+// it returns) or until data holds no whole reply (nil).
+func decodeRepliesAt(data []byte, lim Limits) ([]replyResult, error) {
+	lim = lim.WithDefaults()
+	var out []replyResult
+	for {
+		var p Reply
+		n, err := DecodeReply(data, lim, &p)
+		var tb *ReplyTooBigError
+		switch {
+		case errors.As(err, &tb):
+			// The ReplyReader reports it once it has dropped the body.
+			skip := n + int(tb.Size) + 2
+			if skip > len(data) {
+				return out, nil
+			}
+			out = append(out, replyResult{tooBig: tb})
+			data = data[skip:]
+		case err != nil:
+			return out, err
+		case n == 0:
+			return out, nil
+		default:
+			out = append(out, replyResult{r: cloneReply(&p)})
+			data = data[n:]
+		}
+	}
+}
+
+// FuzzDecodeReply checks DecodeReply against the ReplyReader on the same
+// bytes: the same replies in the same order, and a *ProtocolError exactly
+// when the reader ends in one. (Their texts may quote the line differently:
+// the reader rebuilds it.)
+func FuzzDecodeReply(f *testing.F) {
+	for _, s := range replySeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := decodeRepliesAt(data, fuzzReplyLimits)
+		want, werr := decodeReplies(bytes.NewReader(data), fuzzReplyLimits)
+		var pe, wpe *ProtocolError
+		if errors.As(err, &pe) != errors.As(werr, &wpe) {
+			t.Fatalf("DecodeReply ended in %v, the ReplyReader in %v", err, werr)
+		}
+		if err != nil && pe == nil {
+			t.Fatalf("DecodeReply ended in %v", err)
+		}
+		if !equalReplyResults(got, want) {
+			t.Fatalf("DecodeReply: %v; ReplyReader: %v", got, want)
+		}
+	})
+}
