@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/proxy/auth"
@@ -194,6 +195,9 @@ func (s *bgwSession) reserveOne() *routing.Backend {
 // execLoop runs cmd on the loop; loopCan said it may.
 func (s *bgwSession) execLoop(cmd *wire.Command) error {
 	if (cmd.Verb == wire.Reserve || cmd.Verb == wire.ReserveWithTimeout) && !s.overReserved(cmd.Verb) {
+		if s.gw.trace != nil {
+			s.cmdStart = time.Now() // as execIn stamps: the receive span's start
+		}
 		s.reserveLoop(cmd)
 		return nil
 	}
@@ -214,6 +218,9 @@ func (s *bgwSession) reserveLoop(cmd *wire.Command) {
 	sl.wait = true
 	s.waiting.Store(true)
 	s.do(be, cmd, sl)
+	if s.lc.eof {
+		be.conn.Cancel() // the client half-closed: TIMED_OUT, as from beanstalkd
+	}
 }
 
 // settleDone is settle for the loop: it sends what is queued for the

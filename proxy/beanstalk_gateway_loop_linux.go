@@ -349,6 +349,19 @@ func (l *bgwLoop) serve(b *bgwLoopConn) {
 		return
 	}
 	for !b.closed && !b.quit && !b.off && len(b.out) < high {
+		if s.waiting.Load() {
+			// A reserve forwarded by the loop waits: what follows runs
+			// after its reply, as on beanstalkd; input is still read, for
+			// a hang-up.
+			if s.settleDone() != nil {
+				b.dead = true
+				l.close(b)
+				return
+			}
+			if s.waiting.Load() {
+				break
+			}
+		}
 		n, cmd, err := b.dec.Decode(b.in[b.ir:])
 		b.ir += n
 		if cmd == nil && err == nil {

@@ -81,7 +81,7 @@ func (l *bgwLoop) interest(b *bgwLoopConn) {
 	var ev uint32
 	high := l.outHigh()
 	if !b.eof && !b.quit {
-		if len(b.out) < high && !l.backlogged(b, high) {
+		if len(b.out) < high && !l.backlogged(b, high) && !(b.s.waiting.Load() && len(b.in)-b.ir >= maxReadAhead) {
 			ev = epoll.In | epoll.Err
 		} else if b.events&epoll.In != 0 {
 			l.stalls.Add(1)

@@ -94,3 +94,30 @@ func TestBeanstalkGatewayTraceTableSize(t *testing.T) {
 		t.Fatalf("evicted %d, want 1", n)
 	}
 }
+
+// TestBeanstalkGatewayTraceReserveStart: a reserve's receive span starts
+// when the reserve was read, not at the command before it (the event loop
+// forwards a reserve without the goroutine code that stamps commands).
+func TestBeanstalkGatewayTraceReserveStart(t *testing.T) {
+	addr, _, _, rec := startTracedBeanstalkGateway(t, tracing.Config{})
+	w := bsDial(t, addr)
+	defer w.nc.Close()
+	p := bsDial(t, addr)
+	defer p.nc.Close()
+	bsRoundTrip(t, w, "reserve-with-timeout 0\r\n", "TIMED_OUT\r\n") // opens the session
+	bsRoundTrip(t, p, "put 0 0 60 1\r\na\r\n", "INSERTED "+gid(1)+"\r\n")
+	sent := time.Now()
+	bsRoundTrip(t, w, "reserve\r\n", "RESERVED "+gid(1)+" 1\r\na\r\n")
+	found := false
+	for _, s := range waitSpans(t, rec, 2) { // send and receive
+		if s.Name() == "receive default" {
+			found = true
+			if s.StartTime().Before(sent) {
+				t.Fatalf("the receive span starts %v before the reserve was sent", sent.Sub(s.StartTime()))
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no receive span")
+	}
+}
