@@ -1,10 +1,12 @@
 package tracing
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -88,8 +90,12 @@ type leanEncoder struct {
 	scope     []byte // InstrumentationScope message body
 	scopeURL  string
 
-	spans []byte
+	// head is the room encode leaves in front of the spans: the request's
+	// framing, the resource field and the ScopeSpans field's tag and
+	// length, which are known only once the spans are written.
+	head  int
 	out   []byte
+	start int // where the ResourceSpans body begins in out
 }
 
 func newLeanEncoder(res *resource.Resource, scope instrumentation.Scope) leanEncoder {
@@ -106,47 +112,53 @@ func newLeanEncoder(res *resource.Resource, scope instrumentation.Scope) leanEnc
 		e.scope = appendKV(e.scope, fScopeAttrs, kv)
 	}
 	e.scopeURL = scope.SchemaURL
+	e.head = leanFrameRoom + protowire.SizeTag(fRSResource) + protowire.SizeBytes(len(e.resource)) +
+		protowire.SizeTag(fRSScopeSpans) + binary.MaxVarintLen64
 	return e
 }
 
 // encode returns the ResourceSpans body for spans; it is valid until the
-// next call.
+// next call. The spans are written once, where they stay: the fields in
+// front of them are filled in afterwards, right-aligned in the room left
+// for them, so the batch is neither sized twice nor copied.
 func (e *leanEncoder) encode(spans []*leanSpan) []byte {
-	e.spans = e.spans[:0]
-	for _, s := range spans {
-		e.spans = appendSpanField(e.spans, s)
+	b := e.out[:0]
+	if cap(b) < e.head {
+		b = make([]byte, 0, e.head+len(spans)*512)
 	}
-	// Room in front for the request's framing (request), so it needs no
-	// copy of the batch.
-	b := append(e.out[:0], make([]byte, leanFrameRoom)...)
-	b = appendTag(b, fRSResource, protowire.BytesType)
-	b = protowire.AppendBytes(b, e.resource)
-	ssLen := protowire.SizeTag(fSSScope) + protowire.SizeBytes(len(e.scope)) + len(e.spans)
-	if e.scopeURL != "" {
-		ssLen += protowire.SizeTag(fSSSchemaURL) + protowire.SizeBytes(len(e.scopeURL))
-	}
-	b = appendTag(b, fRSScopeSpans, protowire.BytesType)
-	b = appendVarint(b, uint64(ssLen))
+	b = b[:e.head]
 	b = appendTag(b, fSSScope, protowire.BytesType)
 	b = protowire.AppendBytes(b, e.scope)
-	b = append(b, e.spans...)
+	for _, s := range spans {
+		b = appendSpanField(b, s)
+	}
 	b = appendString(b, fSSSchemaURL, e.scopeURL)
+	ssLen := len(b) - e.head
 	b = appendString(b, fRSSchemaURL, e.resSchema)
-	e.out = b
-	return b[leanFrameRoom:]
+
+	var pre [32]byte // the ScopeSpans tag and length
+	p := appendTag(pre[:0], fRSScopeSpans, protowire.BytesType)
+	p = appendVarint(p, uint64(ssLen))
+	at := e.head - len(p)
+	copy(b[at:], p)
+	at -= protowire.SizeTag(fRSResource) + protowire.SizeBytes(len(e.resource))
+	r := appendTag(b[at:at], fRSResource, protowire.BytesType)
+	protowire.AppendBytes(r, e.resource)
+	e.out, e.start = b, at
+	return b[at:]
 }
 
 // leanFrameRoom is the room encode leaves in front of the batch: a tag and
 // the longest length.
-const leanFrameRoom = 1 + 10 // binary.MaxVarintLen64
+const leanFrameRoom = 1 + binary.MaxVarintLen64
 
 // request returns the batch of the last encode as a whole
 // ExportTraceServiceRequest (its resource_spans field, 1), framed in the
 // room left in front of it. Valid until the next encode, so a sink must
 // not return while anything still reads it (httpSink: sentBody).
 func (e *leanEncoder) request() []byte {
-	n := len(e.out) - leanFrameRoom
-	start := leanFrameRoom - 1 - protowire.SizeVarint(uint64(n))
+	n := len(e.out) - e.start
+	start := e.start - 1 - protowire.SizeVarint(uint64(n))
 	b := appendTag(e.out[start:start], 1, protowire.BytesType)
 	appendVarint(b, uint64(n))
 	return e.out[start:]
@@ -318,9 +330,15 @@ func appendBytes(b []byte, field protowire.Number, v []byte) []byte {
 // hold: one bad Gearman function name would otherwise make the collector
 // reject the whole batch.
 func validString(s string) string {
-	// Nearly every string is short ASCII, which this loop, inlined, clears
-	// faster than a call.
-	for i := range len(s) {
+	// Nearly every string is ASCII, which is cleared eight bytes at a
+	// time: byte by byte, this check was a fifth of the encoding.
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))&0x8080808080808080 != 0 {
+			return validUTF8(s)
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return validUTF8(s)
 		}
