@@ -377,76 +377,89 @@ func appendName(b []byte, name, dest string) []byte {
 	return append(b, dest...)
 }
 
-// The typed attributes' keys, each encoded once as the start of a span
-// attribute: the KeyValue's key field and its value field's tag. The
-// encoder then only appends the lengths and the value.
+// The typed attributes, each encoded once as a template of a whole span
+// attribute but its value: the Span.attributes tag, a byte for the
+// KeyValue's length, the key field, the value field's tag, a byte for the
+// AnyValue's length and the AnyValue's tag. The encoder copies the
+// template, fills in the two lengths and appends the value.
 var (
-	headSystem     = kvHead(systemKey)
-	headOpType     = kvHead(opTypeKey)
-	headOpName     = kvHead(opNameKey)
-	headDest       = kvHead(destKey)
-	headMsgID      = kvHead(msgIDKey)
-	headConvID     = kvHead(convIDKey)
-	headBodySize   = kvHead(bodySizeKey)
-	headServerAddr = kvHead(serverAddrKey)
-	headServerPort = kvHead(serverPortKey)
-	headAttempt    = kvHead(AttrAttempt)
-	headQueueWait  = kvHead(AttrQueueWait)
-	headOutcome    = kvHead(AttrOutcome)
-	headErrorType  = kvHead(errorTypeKey)
-
-	// spanAttrTag is the tag of Span.attributes.
-	spanAttrTag = appendTag(nil, fSpanAttrs, protowire.BytesType)
+	headSystem     = kvHead(systemKey, fAnyString, protowire.BytesType)
+	headOpType     = kvHead(opTypeKey, fAnyString, protowire.BytesType)
+	headOpName     = kvHead(opNameKey, fAnyString, protowire.BytesType)
+	headDest       = kvHead(destKey, fAnyString, protowire.BytesType)
+	headMsgID      = kvHead(msgIDKey, fAnyString, protowire.BytesType)
+	headConvID     = kvHead(convIDKey, fAnyString, protowire.BytesType)
+	headBodySize   = kvHead(bodySizeKey, fAnyInt, protowire.VarintType)
+	headServerAddr = kvHead(serverAddrKey, fAnyString, protowire.BytesType)
+	headServerPort = kvHead(serverPortKey, fAnyInt, protowire.VarintType)
+	headAttempt    = kvHead(AttrAttempt, fAnyInt, protowire.VarintType)
+	headQueueWait  = kvHead(AttrQueueWait, fAnyInt, protowire.VarintType)
+	headOutcome    = kvHead(AttrOutcome, fAnyString, protowire.BytesType)
+	headErrorType  = kvHead(errorTypeKey, fAnyString, protowire.BytesType)
 )
 
-func kvHead(k attribute.Key) []byte {
-	b := appendTag(nil, fKVKey, protowire.BytesType)
+// kvHead returns the template of a span attribute with key k whose
+// AnyValue is of field f and type typ. Every tag in it takes one byte.
+func kvHead(k attribute.Key, f protowire.Number, typ protowire.Type) []byte {
+	b := appendTag(nil, fSpanAttrs, protowire.BytesType)
+	b = append(b, 0)
+	b = appendTag(b, fKVKey, protowire.BytesType)
 	b = protowire.AppendString(b, string(k))
-	return appendTag(b, fKVValue, protowire.BytesType)
+	b = appendTag(b, fKVValue, protowire.BytesType)
+	b = append(b, 0)
+	return appendTag(b, f, typ)
 }
 
-// appendStrKV appends a string span attribute whose key head is head; an
-// empty value means unset.
-func appendStrKV(b []byte, head []byte, v string) []byte {
+// appendKVHead appends template t for a value of vlen bytes (its length
+// varint and value, which the caller appends). A length of 128 or more
+// is moved to fit its varint: rare, for keys and values this short.
+func appendKVHead(b, t []byte, vlen int) []byte {
+	at := len(b)
+	b = append(b, t...)
+	av := 1 + vlen        // the AnyValue's length: its tag and the value
+	kv := len(t) - 3 + av // the KeyValue's: key field, value tag, length, AnyValue
+	if kv < 0x80 {
+		b[at+1] = byte(kv)
+		b[len(b)-2] = byte(av)
+		return b
+	}
+	// Long: write the lengths as varints of their own size.
+	b = b[:at]
+	b = append(b, t[0])
+	b = appendVarint(b, uint64(len(t)-4+protowire.SizeVarint(uint64(av))+av))
+	b = append(b, t[2:len(t)-2]...)
+	b = appendVarint(b, uint64(av))
+	return append(b, t[len(t)-1])
+}
+
+// appendStrKV appends a string span attribute from template t; an empty
+// value means unset.
+func appendStrKV(b []byte, t []byte, v string) []byte {
 	if v == "" {
 		return b
 	}
 	v = validString(v)
-	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(v))
-	b = append(b, spanAttrTag...)
-	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
-	b = append(b, head...)
-	b = appendVarint(b, uint64(av))
-	b = appendTag(b, fAnyString, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	b = appendKVHead(b, t, protowire.SizeBytes(len(v)))
+	b = appendVarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 // appendNumKV appends a string span attribute whose value is prefix
 // followed by n in decimal (leanSpan.msgIDNum).
-func appendNumKV(b []byte, head []byte, prefix string, n uint64) []byte {
+func appendNumKV(b []byte, t []byte, prefix string, n uint64) []byte {
 	prefix = validString(prefix) // the digits are ASCII: valid as they are
 	var digits [20]byte
 	d := strconv.AppendUint(digits[:0], n, 10)
 	vl := len(prefix) + len(d)
-	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(vl)
-	b = append(b, spanAttrTag...)
-	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
-	b = append(b, head...)
-	b = appendVarint(b, uint64(av))
-	b = appendTag(b, fAnyString, protowire.BytesType)
+	b = appendKVHead(b, t, protowire.SizeBytes(vl))
 	b = appendVarint(b, uint64(vl))
 	b = append(b, prefix...)
 	return append(b, d...)
 }
 
-// appendIntKV appends an integer span attribute whose key head is head.
-func appendIntKV(b []byte, head []byte, v int64) []byte {
-	av := protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(v))
-	b = append(b, spanAttrTag...)
-	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
-	b = append(b, head...)
-	b = appendVarint(b, uint64(av))
-	b = appendTag(b, fAnyInt, protowire.VarintType)
+// appendIntKV appends an integer span attribute from template t.
+func appendIntKV(b []byte, t []byte, v int64) []byte {
+	b = appendKVHead(b, t, protowire.SizeVarint(uint64(v)))
 	return appendVarint(b, uint64(v))
 }
 
