@@ -94,6 +94,7 @@ type leanEncoder struct {
 	// framing, the resource field and the ScopeSpans field's tag and
 	// length, which are known only once the spans are written.
 	head  int
+	heads leanHeadCache
 	out   []byte
 	start int // where the ResourceSpans body begins in out
 }
@@ -130,7 +131,7 @@ func (e *leanEncoder) encode(spans []*leanSpan) []byte {
 	b = appendTag(b, fSSScope, protowire.BytesType)
 	b = protowire.AppendBytes(b, e.scope)
 	for _, s := range spans {
-		b = appendSpanField(b, s)
+		b = appendSpanField(b, s, &e.heads)
 	}
 	b = appendString(b, fSSSchemaURL, e.scopeURL)
 	ssLen := len(b) - e.head
@@ -168,11 +169,11 @@ func (e *leanEncoder) request() []byte {
 // encoded in place after room for a two-byte length, which nearly every
 // span needs (128 bytes to 16 KiB), so it is not copied; otherwise it is
 // moved to fit its length.
-func appendSpanField(b []byte, s *leanSpan) []byte {
+func appendSpanField(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 	const room = 2
 	b = appendTag(b, fSSSpans, protowire.BytesType)
 	at := len(b)
-	b = appendSpan(append(b, make([]byte, room)...), s)
+	b = appendSpan(append(b, make([]byte, room)...), s, hc)
 	n := len(b) - at - room
 	k := protowire.SizeVarint(uint64(n))
 	switch {
@@ -188,8 +189,8 @@ func appendSpanField(b []byte, s *leanSpan) []byte {
 }
 
 // appendSpan appends the Span message body of s. s is ended, so nothing
-// writes to it any more.
-func appendSpan(b []byte, s *leanSpan) []byte {
+// writes to it any more. hc, when not nil, caches the first attributes.
+func appendSpan(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 	tid, sid := s.sc.TraceID(), s.sc.SpanID()
 	b = appendBytes(b, fSpanTraceID, tid[:])
 	b = appendBytes(b, fSpanSpanID, sid[:])
@@ -205,10 +206,14 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	b = appendTime(b, fSpanStart, s.start)
 	b = appendTime(b, fSpanEnd, s.end)
 
-	b = appendStrKV(b, headSystem, s.system)
-	b = appendStrKV(b, headOpType, s.opType)
-	b = appendStrKV(b, headOpName, s.opName)
-	b = appendStrKV(b, headDest, s.dest)
+	if hc != nil {
+		b = hc.appendHead(b, s)
+	} else {
+		b = appendStrKV(b, headSystem, s.system)
+		b = appendStrKV(b, headOpType, s.opType)
+		b = appendStrKV(b, headOpName, s.opName)
+		b = appendStrKV(b, headDest, s.dest)
+	}
 	if s.msgIDNum != 0 && s.msgID == "" {
 		b = appendNumKV(b, headMsgID, s.msgIDPrefix, s.msgIDNum)
 	} else {
