@@ -30,7 +30,7 @@ type leanHeadEntry struct {
 // not stay held.
 const maxLeanHeadEntry = 512
 
-// fields returns the four strings of s the cache covers, in order.
+// headFields returns the four strings of s the cache covers, in order.
 func headFields(s *leanSpan) [4]string {
 	return [4]string{s.system, s.opType, s.opName, s.dest}
 }
@@ -63,11 +63,12 @@ func (c *leanHeadCache) appendHead(b []byte, s *leanSpan) []byte {
 	return b
 }
 
+// matches compares the operation type first: it is what tells a job's
+// spans apart, so a wrong entry is left after one short comparison.
 func (e *leanHeadEntry) matches(f *[4]string) bool {
-	for i := range f {
-		if string(e.enc[e.val[i].from:e.val[i].to]) != f[i] {
-			return false
-		}
-	}
-	return true
+	v := &e.val
+	return string(e.enc[v[1].from:v[1].to]) == f[1] &&
+		string(e.enc[v[2].from:v[2].to]) == f[2] &&
+		string(e.enc[v[3].from:v[3].to]) == f[3] &&
+		string(e.enc[v[0].from:v[0].to]) == f[0]
 }
