@@ -1,10 +1,12 @@
 package tracing
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -88,8 +90,13 @@ type leanEncoder struct {
 	scope     []byte // InstrumentationScope message body
 	scopeURL  string
 
-	spans []byte
+	// head is the room encode leaves in front of the spans: the request's
+	// framing, the resource field and the ScopeSpans field's tag and
+	// length, which are known only once the spans are written.
+	head  int
+	heads leanHeadCache
 	out   []byte
+	start int // where the ResourceSpans body begins in out
 }
 
 func newLeanEncoder(res *resource.Resource, scope instrumentation.Scope) leanEncoder {
@@ -106,47 +113,53 @@ func newLeanEncoder(res *resource.Resource, scope instrumentation.Scope) leanEnc
 		e.scope = appendKV(e.scope, fScopeAttrs, kv)
 	}
 	e.scopeURL = scope.SchemaURL
+	e.head = leanFrameRoom + protowire.SizeTag(fRSResource) + protowire.SizeBytes(len(e.resource)) +
+		protowire.SizeTag(fRSScopeSpans) + binary.MaxVarintLen64
 	return e
 }
 
 // encode returns the ResourceSpans body for spans; it is valid until the
-// next call.
+// next call. The spans are written once, where they stay: the fields in
+// front of them are filled in afterwards, right-aligned in the room left
+// for them, so the batch is neither sized twice nor copied.
 func (e *leanEncoder) encode(spans []*leanSpan) []byte {
-	e.spans = e.spans[:0]
-	for _, s := range spans {
-		e.spans = appendSpanField(e.spans, s)
+	b := e.out[:0]
+	if cap(b) < e.head {
+		b = make([]byte, 0, e.head+len(spans)*512)
 	}
-	// Room in front for the request's framing (request), so it needs no
-	// copy of the batch.
-	b := append(e.out[:0], make([]byte, leanFrameRoom)...)
-	b = appendTag(b, fRSResource, protowire.BytesType)
-	b = protowire.AppendBytes(b, e.resource)
-	ssLen := protowire.SizeTag(fSSScope) + protowire.SizeBytes(len(e.scope)) + len(e.spans)
-	if e.scopeURL != "" {
-		ssLen += protowire.SizeTag(fSSSchemaURL) + protowire.SizeBytes(len(e.scopeURL))
-	}
-	b = appendTag(b, fRSScopeSpans, protowire.BytesType)
-	b = appendVarint(b, uint64(ssLen))
+	b = b[:e.head]
 	b = appendTag(b, fSSScope, protowire.BytesType)
 	b = protowire.AppendBytes(b, e.scope)
-	b = append(b, e.spans...)
+	for _, s := range spans {
+		b = appendSpanField(b, s, &e.heads)
+	}
 	b = appendString(b, fSSSchemaURL, e.scopeURL)
+	ssLen := len(b) - e.head
 	b = appendString(b, fRSSchemaURL, e.resSchema)
-	e.out = b
-	return b[leanFrameRoom:]
+
+	var pre [32]byte // the ScopeSpans tag and length
+	p := appendTag(pre[:0], fRSScopeSpans, protowire.BytesType)
+	p = appendVarint(p, uint64(ssLen))
+	at := e.head - len(p)
+	copy(b[at:], p)
+	at -= protowire.SizeTag(fRSResource) + protowire.SizeBytes(len(e.resource))
+	r := appendTag(b[at:at], fRSResource, protowire.BytesType)
+	protowire.AppendBytes(r, e.resource)
+	e.out, e.start = b, at
+	return b[at:]
 }
 
 // leanFrameRoom is the room encode leaves in front of the batch: a tag and
 // the longest length.
-const leanFrameRoom = 1 + 10 // binary.MaxVarintLen64
+const leanFrameRoom = 1 + binary.MaxVarintLen64
 
 // request returns the batch of the last encode as a whole
 // ExportTraceServiceRequest (its resource_spans field, 1), framed in the
 // room left in front of it. Valid until the next encode, so a sink must
 // not return while anything still reads it (httpSink: sentBody).
 func (e *leanEncoder) request() []byte {
-	n := len(e.out) - leanFrameRoom
-	start := leanFrameRoom - 1 - protowire.SizeVarint(uint64(n))
+	n := len(e.out) - e.start
+	start := e.start - 1 - protowire.SizeVarint(uint64(n))
 	b := appendTag(e.out[start:start], 1, protowire.BytesType)
 	appendVarint(b, uint64(n))
 	return e.out[start:]
@@ -156,11 +169,11 @@ func (e *leanEncoder) request() []byte {
 // encoded in place after room for a two-byte length, which nearly every
 // span needs (128 bytes to 16 KiB), so it is not copied; otherwise it is
 // moved to fit its length.
-func appendSpanField(b []byte, s *leanSpan) []byte {
+func appendSpanField(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 	const room = 2
 	b = appendTag(b, fSSSpans, protowire.BytesType)
 	at := len(b)
-	b = appendSpan(append(b, make([]byte, room)...), s)
+	b = appendSpan(append(b, make([]byte, room)...), s, hc)
 	n := len(b) - at - room
 	k := protowire.SizeVarint(uint64(n))
 	switch {
@@ -176,8 +189,8 @@ func appendSpanField(b []byte, s *leanSpan) []byte {
 }
 
 // appendSpan appends the Span message body of s. s is ended, so nothing
-// writes to it any more.
-func appendSpan(b []byte, s *leanSpan) []byte {
+// writes to it any more. hc, when not nil, caches the first attributes.
+func appendSpan(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 	tid, sid := s.sc.TraceID(), s.sc.SpanID()
 	b = appendBytes(b, fSpanTraceID, tid[:])
 	b = appendBytes(b, fSpanSpanID, sid[:])
@@ -193,10 +206,14 @@ func appendSpan(b []byte, s *leanSpan) []byte {
 	b = appendTime(b, fSpanStart, s.start)
 	b = appendTime(b, fSpanEnd, s.end)
 
-	b = appendStrKV(b, headSystem, s.system)
-	b = appendStrKV(b, headOpType, s.opType)
-	b = appendStrKV(b, headOpName, s.opName)
-	b = appendStrKV(b, headDest, s.dest)
+	if hc != nil {
+		b = hc.appendHead(b, s)
+	} else {
+		b = appendStrKV(b, headSystem, s.system)
+		b = appendStrKV(b, headOpType, s.opType)
+		b = appendStrKV(b, headOpName, s.opName)
+		b = appendStrKV(b, headDest, s.dest)
+	}
 	if s.msgIDNum != 0 && s.msgID == "" {
 		b = appendNumKV(b, headMsgID, s.msgIDPrefix, s.msgIDNum)
 	} else {
@@ -318,9 +335,15 @@ func appendBytes(b []byte, field protowire.Number, v []byte) []byte {
 // hold: one bad Gearman function name would otherwise make the collector
 // reject the whole batch.
 func validString(s string) string {
-	// Nearly every string is short ASCII, which this loop, inlined, clears
-	// faster than a call.
-	for i := range len(s) {
+	// Nearly every string is ASCII, which is cleared eight bytes at a
+	// time: byte by byte, this check was a fifth of the encoding.
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))&0x8080808080808080 != 0 {
+			return validUTF8(s)
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return validUTF8(s)
 		}
@@ -359,76 +382,89 @@ func appendName(b []byte, name, dest string) []byte {
 	return append(b, dest...)
 }
 
-// The typed attributes' keys, each encoded once as the start of a span
-// attribute: the KeyValue's key field and its value field's tag. The
-// encoder then only appends the lengths and the value.
+// The typed attributes, each encoded once as a template of a whole span
+// attribute but its value: the Span.attributes tag, a byte for the
+// KeyValue's length, the key field, the value field's tag, a byte for the
+// AnyValue's length and the AnyValue's tag. The encoder copies the
+// template, fills in the two lengths and appends the value.
 var (
-	headSystem     = kvHead(systemKey)
-	headOpType     = kvHead(opTypeKey)
-	headOpName     = kvHead(opNameKey)
-	headDest       = kvHead(destKey)
-	headMsgID      = kvHead(msgIDKey)
-	headConvID     = kvHead(convIDKey)
-	headBodySize   = kvHead(bodySizeKey)
-	headServerAddr = kvHead(serverAddrKey)
-	headServerPort = kvHead(serverPortKey)
-	headAttempt    = kvHead(AttrAttempt)
-	headQueueWait  = kvHead(AttrQueueWait)
-	headOutcome    = kvHead(AttrOutcome)
-	headErrorType  = kvHead(errorTypeKey)
-
-	// spanAttrTag is the tag of Span.attributes.
-	spanAttrTag = appendTag(nil, fSpanAttrs, protowire.BytesType)
+	headSystem     = kvHead(systemKey, fAnyString, protowire.BytesType)
+	headOpType     = kvHead(opTypeKey, fAnyString, protowire.BytesType)
+	headOpName     = kvHead(opNameKey, fAnyString, protowire.BytesType)
+	headDest       = kvHead(destKey, fAnyString, protowire.BytesType)
+	headMsgID      = kvHead(msgIDKey, fAnyString, protowire.BytesType)
+	headConvID     = kvHead(convIDKey, fAnyString, protowire.BytesType)
+	headBodySize   = kvHead(bodySizeKey, fAnyInt, protowire.VarintType)
+	headServerAddr = kvHead(serverAddrKey, fAnyString, protowire.BytesType)
+	headServerPort = kvHead(serverPortKey, fAnyInt, protowire.VarintType)
+	headAttempt    = kvHead(AttrAttempt, fAnyInt, protowire.VarintType)
+	headQueueWait  = kvHead(AttrQueueWait, fAnyInt, protowire.VarintType)
+	headOutcome    = kvHead(AttrOutcome, fAnyString, protowire.BytesType)
+	headErrorType  = kvHead(errorTypeKey, fAnyString, protowire.BytesType)
 )
 
-func kvHead(k attribute.Key) []byte {
-	b := appendTag(nil, fKVKey, protowire.BytesType)
+// kvHead returns the template of a span attribute with key k whose
+// AnyValue is of field f and type typ. Every tag in it takes one byte.
+func kvHead(k attribute.Key, f protowire.Number, typ protowire.Type) []byte {
+	b := appendTag(nil, fSpanAttrs, protowire.BytesType)
+	b = append(b, 0)
+	b = appendTag(b, fKVKey, protowire.BytesType)
 	b = protowire.AppendString(b, string(k))
-	return appendTag(b, fKVValue, protowire.BytesType)
+	b = appendTag(b, fKVValue, protowire.BytesType)
+	b = append(b, 0)
+	return appendTag(b, f, typ)
 }
 
-// appendStrKV appends a string span attribute whose key head is head; an
-// empty value means unset.
-func appendStrKV(b []byte, head []byte, v string) []byte {
+// appendKVHead appends template t for a value of vlen bytes (its length
+// varint and value, which the caller appends). A length of 128 or more
+// is moved to fit its varint: rare, for keys and values this short.
+func appendKVHead(b, t []byte, vlen int) []byte {
+	at := len(b)
+	b = append(b, t...)
+	av := 1 + vlen        // the AnyValue's length: its tag and the value
+	kv := len(t) - 3 + av // the KeyValue's: key field, value tag, length, AnyValue
+	if kv < 0x80 {
+		b[at+1] = byte(kv)
+		b[len(b)-2] = byte(av)
+		return b
+	}
+	// Long: write the lengths as varints of their own size.
+	b = b[:at]
+	b = append(b, t[0])
+	b = appendVarint(b, uint64(len(t)-4+protowire.SizeVarint(uint64(av))+av))
+	b = append(b, t[2:len(t)-2]...)
+	b = appendVarint(b, uint64(av))
+	return append(b, t[len(t)-1])
+}
+
+// appendStrKV appends a string span attribute from template t; an empty
+// value means unset.
+func appendStrKV(b []byte, t []byte, v string) []byte {
 	if v == "" {
 		return b
 	}
 	v = validString(v)
-	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(len(v))
-	b = append(b, spanAttrTag...)
-	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
-	b = append(b, head...)
-	b = appendVarint(b, uint64(av))
-	b = appendTag(b, fAnyString, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	b = appendKVHead(b, t, protowire.SizeBytes(len(v)))
+	b = appendVarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 // appendNumKV appends a string span attribute whose value is prefix
 // followed by n in decimal (leanSpan.msgIDNum).
-func appendNumKV(b []byte, head []byte, prefix string, n uint64) []byte {
+func appendNumKV(b []byte, t []byte, prefix string, n uint64) []byte {
 	prefix = validString(prefix) // the digits are ASCII: valid as they are
 	var digits [20]byte
 	d := strconv.AppendUint(digits[:0], n, 10)
 	vl := len(prefix) + len(d)
-	av := protowire.SizeTag(fAnyString) + protowire.SizeBytes(vl)
-	b = append(b, spanAttrTag...)
-	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
-	b = append(b, head...)
-	b = appendVarint(b, uint64(av))
-	b = appendTag(b, fAnyString, protowire.BytesType)
+	b = appendKVHead(b, t, protowire.SizeBytes(vl))
 	b = appendVarint(b, uint64(vl))
 	b = append(b, prefix...)
 	return append(b, d...)
 }
 
-// appendIntKV appends an integer span attribute whose key head is head.
-func appendIntKV(b []byte, head []byte, v int64) []byte {
-	av := protowire.SizeTag(fAnyInt) + protowire.SizeVarint(uint64(v))
-	b = append(b, spanAttrTag...)
-	b = appendVarint(b, uint64(len(head)+protowire.SizeVarint(uint64(av))+av))
-	b = append(b, head...)
-	b = appendVarint(b, uint64(av))
-	b = appendTag(b, fAnyInt, protowire.VarintType)
+// appendIntKV appends an integer span attribute from template t.
+func appendIntKV(b []byte, t []byte, v int64) []byte {
+	b = appendKVHead(b, t, protowire.SizeVarint(uint64(v)))
 	return appendVarint(b, uint64(v))
 }
 

@@ -267,7 +267,7 @@ func TestLeanEncodingSpanSizes(t *testing.T) {
 	huge := testSpan(r, "process", "f", "H:2", "k", strings.Repeat("v", 40000), 6, true, 1)
 	var b []byte
 	for _, s := range []*leanSpan{tiny, mid, huge} {
-		if n := len(appendSpan(b[:0], s)); (s == tiny) != (n < 128) || (s == huge) != (n >= 16384) {
+		if n := len(appendSpan(b[:0], s, nil)); (s == tiny) != (n < 128) || (s == huge) != (n >= 16384) {
 			t.Fatalf("span of %d bytes is not the size meant", n)
 		}
 	}
