@@ -9,7 +9,7 @@ import "github.com/jobgate/jobgate/routing"
 type bgwLoop struct{}
 
 // bgwLoopConn is a gateway connection served by the event loop; none here.
-type bgwLoopConn struct{ off bool }
+type bgwLoopConn struct{ off, eof bool }
 
 func (b *bgwLoopConn) attach(routing.BeanstalkLoopConn) {}
 
