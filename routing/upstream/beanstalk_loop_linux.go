@@ -45,7 +45,7 @@ func (b *Beanstalk) OpenLoop(ctx context.Context, closed func(error)) (routing.B
 		return nil, &routing.TransportError{Backend: b.cfg.Addr, Op: "dial", Err: err}
 	}
 	s := &beanstalkSession{b: b, closed: closed}
-	lp := &beanstalkLoopIO{beanstalkSession: s, s: s, fd: fd, rfd: fd, lim: b.cfg.Limits.WithDefaults()}
+	lp := &beanstalkLoopIO{beanstalkSession: s, s: s, loopSocket: loopSocket{fd: fd}, rfd: fd, lim: b.cfg.Limits.WithDefaults()}
 	s.lp = lp
 	s.w = beanstalk.NewWriter(loopSink{lp})
 	return lp, nil
@@ -70,16 +70,8 @@ type beanstalkLoopIO struct {
 	reply    beanstalk.Reply
 	reported bool // loop only: the end was handled
 
-	fd      int // -1 once released
-	poll    routing.Poller
-	id      int32
-	out     []byte    // commands not yet taken by the socket
-	wantOut bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
-	stalled time.Time // when output last waited for room without progress
+	loopSocket // fd, out, wantOut, stalled, poll, id: see above
 }
-
-// loopIOEvents are the events a loop session always waits for.
-const loopIOEvents = uint32(epoll.In | epoll.Err)
 
 // loopReadMin is the least room a read of replies is offered.
 const loopReadMin = 4096
@@ -118,65 +110,24 @@ func (l *beanstalkLoopIO) writeLocked() error {
 	if len(l.out) == 0 || l.fd < 0 {
 		return nil
 	}
-	n, err := epoll.Write(l.fd, l.out)
-	if err != nil {
+	if err := l.writeOut(); err != nil {
 		return l.s.fail("write", err)
 	}
-	l.out = l.out[:copy(l.out, l.out[n:])]
-	if len(l.out) == 0 {
-		l.stalled = time.Time{}
-		if cap(l.out) > 1<<20 {
-			l.out = nil // drop a buffer a burst grew
-		}
-		l.setWantOut(false)
-		return nil
-	}
-	if n > 0 || l.stalled.IsZero() {
-		l.stalled = time.Now()
-	}
-	l.setWantOut(true)
 	return nil
-}
-
-// setWantOut watches EPOLLOUT while output waits for room; wmu is held.
-func (l *beanstalkLoopIO) setWantOut(want bool) {
-	if want == l.wantOut {
-		return
-	}
-	l.wantOut = want
-	if l.poll == nil {
-		return // Attach registers what wantOut says
-	}
-	ev := loopIOEvents
-	if want {
-		ev |= epoll.Out
-	}
-	if err := l.poll.Mod(l.fd, ev, l.id); err != nil {
-		l.s.fail("write", err)
-	}
 }
 
 // shutdown makes the socket readable for the loop (EOF, HUP) and tells the
 // server the connection is over, without freeing the descriptor.
 func (l *beanstalkLoopIO) shutdown(s *beanstalkSession) {
 	s.mu.Lock()
-	if l.fd >= 0 {
-		_ = syscall.Shutdown(l.fd, syscall.SHUT_RDWR)
-	}
+	l.loopSocket.shutdown()
 	s.mu.Unlock()
 }
 
 // Attach registers the socket with p.
 func (l *beanstalkLoopIO) Attach(p routing.Poller, id int32) error {
 	l.s.wmu.Lock()
-	ev := loopIOEvents
-	if l.wantOut {
-		ev |= epoll.Out
-	}
-	err := p.Add(l.fd, ev, id)
-	if err == nil {
-		l.poll, l.id = p, id
-	}
+	err := l.attach(p, id)
 	l.s.wmu.Unlock()
 	if err != nil {
 		l.s.fail("attach", err)
@@ -295,14 +246,7 @@ func (l *beanstalkLoopIO) release() {
 	s := l.s
 	s.wmu.Lock()
 	s.mu.Lock()
-	if l.fd >= 0 {
-		if l.poll != nil {
-			_ = l.poll.Del(l.fd)
-		}
-		_ = syscall.Close(l.fd)
-		l.fd = -1
-		l.out = nil
-	}
+	l.loopSocket.release()
 	s.mu.Unlock()
 	s.wmu.Unlock()
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jobgate/jobgate/codec/gearman"
@@ -48,7 +47,7 @@ func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPen
 	if err != nil {
 		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "dial", Err: err}
 	}
-	s := &gearmanLoopSession{cfg: &g.cfg, ev: ev, maxPending: maxPending, rfd: fd, fd: fd}
+	s := &gearmanLoopSession{cfg: &g.cfg, ev: ev, maxPending: maxPending, rfd: fd, loopSocket: loopSocket{fd: fd}}
 	s.rd = gearman.NewReader(loopReader{s}, g.cfg.Limits)
 	return s, nil
 }
@@ -73,20 +72,12 @@ type gearmanLoopSession struct {
 	quiet atomic.Bool // Close was called: deliver and report nothing more
 
 	mu          sync.Mutex
-	fd          int            // the socket; -1 once released
-	poll        routing.Poller // nil until Attach
-	id          int32
-	out         []byte    // requests not yet taken by the socket
-	wantOut     bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
-	stalled     time.Time // when output last waited for room without progress; zero: not waiting
+	loopSocket            // guarded by mu
 	outstanding int       // requests sent whose reply has not come
 	deadline    time.Time // when the replies outstanding are late; zero: not armed yet
 	answered    bool      // a reply came since the last Expire
 	err         error     // why the session ended, first cause only
 }
-
-// loopEvents are the events a loop session always waits for.
-const loopEvents = uint32(epoll.In | epoll.Err)
 
 // Send queues p; Flush writes it.
 func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
@@ -139,42 +130,10 @@ func (s *gearmanLoopSession) writeLocked() error {
 	if len(s.out) == 0 {
 		return nil
 	}
-	n, err := epoll.Write(s.fd, s.out)
-	if err != nil {
+	if err := s.writeOut(); err != nil {
 		return s.failLocked("write", err)
 	}
-	s.out = s.out[:copy(s.out, s.out[n:])]
-	if len(s.out) == 0 {
-		s.stalled = time.Time{}
-		if cap(s.out) > 1<<20 {
-			s.out = nil // drop a buffer a burst grew
-		}
-		s.setWantOutLocked(false)
-		return nil
-	}
-	if n > 0 || s.stalled.IsZero() {
-		s.stalled = time.Now()
-	}
-	s.setWantOutLocked(true)
 	return nil
-}
-
-// setWantOutLocked watches EPOLLOUT while output waits for room.
-func (s *gearmanLoopSession) setWantOutLocked(want bool) {
-	if want == s.wantOut {
-		return
-	}
-	s.wantOut = want
-	if s.poll == nil {
-		return // Attach registers what wantOut says
-	}
-	ev := loopEvents
-	if want {
-		ev |= epoll.Out
-	}
-	if err := s.poll.Mod(s.fd, ev, s.id); err != nil {
-		s.failLocked("write", err)
-	}
 }
 
 // Close ends the session quietly: the loop releases the socket when it
@@ -202,25 +161,15 @@ func (s *gearmanLoopSession) failLocked(op string, cause error) error {
 // shutdownLocked makes the socket readable for the loop (EOF, HUP) and
 // tells the server the connection is over, without freeing the descriptor
 // the loop may be using.
-func (s *gearmanLoopSession) shutdownLocked() {
-	if s.fd >= 0 {
-		_ = syscall.Shutdown(s.fd, syscall.SHUT_RDWR)
-	}
-}
+func (s *gearmanLoopSession) shutdownLocked() { s.loopSocket.shutdown() }
 
 // Attach registers the socket with p. A session that already ended is
 // registered too: its socket is shut down, so Ready reports the end at
 // once. If p refuses it, the session fails and its end is reported here.
 func (s *gearmanLoopSession) Attach(p routing.Poller, id int32) error {
 	s.mu.Lock()
-	ev := loopEvents
-	if s.wantOut {
-		ev |= epoll.Out
-	}
-	err := p.Add(s.fd, ev, id)
-	if err == nil {
-		s.poll, s.id = p, id
-	} else {
+	err := s.attach(p, id)
+	if err != nil {
 		s.failLocked("attach", err)
 	}
 	s.mu.Unlock()
@@ -316,17 +265,7 @@ func (s *gearmanLoopSession) end() {
 }
 
 // releaseLocked removes the socket from the poller and closes it.
-func (s *gearmanLoopSession) releaseLocked() {
-	if s.fd < 0 {
-		return
-	}
-	if s.poll != nil {
-		_ = s.poll.Del(s.fd)
-	}
-	_ = syscall.Close(s.fd)
-	s.fd = -1
-	s.out = nil
-}
+func (s *gearmanLoopSession) releaseLocked() { s.loopSocket.release() }
 
 // Expire fails the session when a reply is overdue or output has waited
 // for room for longer than the I/O timeout. The reply deadline moves here,

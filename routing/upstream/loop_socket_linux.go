@@ -1,0 +1,97 @@
+package upstream
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// loopSocket is the socket side of an upstream session served by an event
+// loop (Gearman and Beanstalk alike): the descriptor, its registration,
+// and the output waiting for room in it. The session's lock guards it.
+type loopSocket struct {
+	fd      int            // -1 once released
+	poll    routing.Poller // nil until Attach
+	id      int32
+	out     []byte    // requests not yet taken by the socket
+	wantOut bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
+	stalled time.Time // when output last waited for room without progress; zero: not waiting
+}
+
+// loopEvents are the events a loop session always waits for.
+const loopEvents = uint32(epoll.In | epoll.Err)
+
+// writeOut makes one non-blocking write of the queued output and watches
+// EPOLLOUT while some is left. An error is the socket's or the poller's:
+// the session has failed.
+func (k *loopSocket) writeOut() error {
+	n, err := epoll.Write(k.fd, k.out)
+	if err != nil {
+		return err
+	}
+	k.out = k.out[:copy(k.out, k.out[n:])]
+	if len(k.out) == 0 {
+		k.stalled = time.Time{}
+		if cap(k.out) > 1<<20 {
+			k.out = nil // drop a buffer a burst grew
+		}
+		return k.setWantOut(false)
+	}
+	if n > 0 || k.stalled.IsZero() {
+		k.stalled = time.Now()
+	}
+	return k.setWantOut(true)
+}
+
+// setWantOut watches EPOLLOUT while output waits for room.
+func (k *loopSocket) setWantOut(want bool) error {
+	if want == k.wantOut {
+		return nil
+	}
+	k.wantOut = want
+	if k.poll == nil {
+		return nil // attach registers what wantOut says
+	}
+	ev := loopEvents
+	if want {
+		ev |= epoll.Out
+	}
+	return k.poll.Mod(k.fd, ev, k.id)
+}
+
+// attach registers the socket with p under id.
+func (k *loopSocket) attach(p routing.Poller, id int32) error {
+	ev := loopEvents
+	if k.wantOut {
+		ev |= epoll.Out
+	}
+	err := p.Add(k.fd, ev, id)
+	if err == nil {
+		k.poll, k.id = p, id
+	}
+	return err
+}
+
+// shutdown makes the socket readable for the loop (EOF, HUP) and tells the
+// server the connection is over, without freeing the descriptor the loop
+// may be using.
+func (k *loopSocket) shutdown() {
+	if k.fd >= 0 {
+		_ = syscall.Shutdown(k.fd, syscall.SHUT_RDWR)
+	}
+}
+
+// release removes the socket from the poller and closes it.
+func (k *loopSocket) release() {
+	if k.fd < 0 {
+		return
+	}
+	if k.poll != nil {
+		_ = k.poll.Del(k.fd)
+	}
+	_ = syscall.Close(k.fd)
+	k.fd = -1
+	k.out = nil
+}
