@@ -44,39 +44,31 @@ func TestBeanstalkGatewayPipelinedReserveCap(t *testing.T) {
 	})
 }
 
-// TestBeanstalkGatewayPipelinedReservesHalfClose: two reserves pipelined,
-// the first waiting upstream, then the client half-closes: both answer
-// TIMED_OUT and the connection closes.
-func TestBeanstalkGatewayPipelinedReservesHalfClose(t *testing.T) {
-	bsBothPaths(t, func(t *testing.T) {
-		_, _, addr, up := bgwStartLimitedPaths(t, proxy.Limits{})
-		c := bsDial(t, addr)
-		defer c.nc.Close()
-		bsRoundTrip(t, c, "reserve-with-timeout 0\r\n", "TIMED_OUT\r\n")
-		c.send(t, "reserve\r\nreserve\r\n")
-		upWaiting(t, up, 1)
-		c.nc.(*net.TCPConn).CloseWrite()
-		c.expect(t, "TIMED_OUT\r\nTIMED_OUT\r\n", "the reserves of a half-closed client")
-		c.expectEOF(t, "after the replies")
-	})
-}
-
-// TestBeanstalkGatewayHandoffBehindReserve: a command that needs the
-// gateway's goroutine code (stats), pipelined behind a waiting reserve,
-// runs after it; a half-close is still seen.
-func TestBeanstalkGatewayHandoffBehindReserve(t *testing.T) {
-	bsBothPaths(t, func(t *testing.T) {
-		_, _, addr, up := bgwStartLimitedPaths(t, proxy.Limits{})
-		c := bsDial(t, addr)
-		defer c.nc.Close()
-		bsRoundTrip(t, c, "reserve-with-timeout 0\r\n", "TIMED_OUT\r\n")
-		c.send(t, "reserve\r\nstats\r\n")
-		upWaiting(t, up, 1)
-		c.nc.(*net.TCPConn).CloseWrite()
-		c.expect(t, "TIMED_OUT\r\n", "the reserve of a half-closed client")
-		c.expect(t, "OK {n}\r\n---\n{...}", "stats")
-		c.expectEOF(t, "after the replies")
-	})
+// TestBeanstalkGatewayHalfCloseBehindReserve: a command pipelined behind
+// a reserve waiting upstream, then a half-close: the reserve answers
+// TIMED_OUT, the command behind it runs after it (another reserve, or
+// stats, which needs the gateway's goroutine code), and the connection
+// closes.
+func TestBeanstalkGatewayHalfCloseBehindReserve(t *testing.T) {
+	for _, tc := range []struct{ name, cmd, reply string }{
+		{"reserve", "reserve\r\n", "TIMED_OUT\r\n"},
+		{"stats", "stats\r\n", "OK {n}\r\n---\n{...}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bsBothPaths(t, func(t *testing.T) {
+				_, _, addr, up := bgwStartLimitedPaths(t, proxy.Limits{})
+				c := bsDial(t, addr)
+				defer c.nc.Close()
+				bsRoundTrip(t, c, "reserve-with-timeout 0\r\n", "TIMED_OUT\r\n") // opens the session
+				c.send(t, "reserve\r\n"+tc.cmd)
+				upWaiting(t, up, 1)
+				c.nc.(*net.TCPConn).CloseWrite()
+				c.expect(t, "TIMED_OUT\r\n", "the reserve of a half-closed client")
+				c.expect(t, tc.reply, "the command behind it")
+				c.expectEOF(t, "after the replies")
+			})
+		})
+	}
 }
 
 // TestBeanstalkGatewayIdleWhilePipelinedReserveWaits: a reserve waiting
