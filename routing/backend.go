@@ -219,18 +219,24 @@ func (b *Backend) OpenGearman(ctx context.Context, ev GearmanEvents) (GearmanCon
 	if err != nil {
 		return nil, err
 	}
-	if b.Breaker != nil {
-		closed := ev.Closed
-		ev.Closed = func(err error) {
-			b.Breaker.Record(err)
-			if closed != nil {
-				closed(err)
-			}
-		}
-	}
+	ev.Closed = b.recordingEnd(ev.Closed)
 	c, err := b.Gearman.Open(ctx, ev)
 	done(err)
 	return c, err
+}
+
+// recordingEnd returns closed made to record a session's end (a broken
+// connection counts as a failure) in b's breaker first, if b has one.
+func (b *Backend) recordingEnd(closed func(error)) func(error) {
+	if b.Breaker == nil {
+		return closed
+	}
+	return func(err error) {
+		b.Breaker.Record(err)
+		if closed != nil {
+			closed(err)
+		}
+	}
 }
 
 // OpenBeanstalk opens a Beanstalk session through the breaker, as
@@ -243,15 +249,7 @@ func (b *Backend) OpenBeanstalk(ctx context.Context, closed func(error)) (Beanst
 	if err != nil {
 		return nil, err
 	}
-	if b.Breaker != nil {
-		inner := closed
-		closed = func(err error) {
-			b.Breaker.Record(err)
-			if inner != nil {
-				inner(err)
-			}
-		}
-	}
+	closed = b.recordingEnd(closed)
 	c, err := b.Beanstalk.Open(ctx, closed)
 	done(err)
 	return c, err

@@ -55,13 +55,19 @@ type GearmanLoopBackend interface {
 // and removes the socket from the poller.
 type GearmanLoopConn interface {
 	GearmanConn
+	LoopSession
+}
+
+// LoopSession is the part of an upstream session (GearmanLoopConn,
+// BeanstalkLoopConn) that the event loop serving it drives.
+type LoopSession interface {
 	// Attach registers the socket with p under id. An error (the session
 	// already ended) means the session is gone: the loop forgets it.
 	Attach(p Poller, id int32) error
 	// Ready handles the events epoll reported: writes waiting output,
-	// reads once and delivers every whole packet (ev.Packet, then ev.Idle),
-	// or reports the end. It returns false when the session is over and
-	// its socket released.
+	// reads once and delivers every whole reply (Gearman: ev.Packet, then
+	// ev.Idle; Beanstalk: the dones of its Do calls), or reports the end.
+	// It returns false when the session is over and its socket released.
 	Ready(events uint32) bool
 	// Expire fails the session if a reply or a write is overdue at now
 	// (the backend's I/O timeout); the loop calls it from its sweep.
@@ -94,15 +100,7 @@ func (b *Backend) OpenGearmanLoop(ctx context.Context, ev GearmanEvents, maxPend
 	if err != nil {
 		return nil, err
 	}
-	if b.Breaker != nil {
-		closed := ev.Closed
-		ev.Closed = func(err error) {
-			b.Breaker.Record(err)
-			if closed != nil {
-				closed(err)
-			}
-		}
-	}
+	ev.Closed = b.recordingEnd(ev.Closed)
 	c, err := lb.OpenLoop(ctx, ev, maxPending)
 	done(err)
 	return c, err

@@ -2,7 +2,6 @@ package routing
 
 import (
 	"context"
-	"time"
 )
 
 // BeanstalkLoopBackend is implemented by Beanstalk backends that can serve
@@ -28,23 +27,7 @@ type BeanstalkLoopBackend interface {
 // GearmanLoopConn.
 type BeanstalkLoopConn interface {
 	BeanstalkConn
-	// Attach registers the socket with p under id. An error means the
-	// session is gone: the loop forgets it.
-	Attach(p Poller, id int32) error
-	// Ready handles the events epoll reported: writes waiting output,
-	// reads once and delivers every whole reply, or reports the end
-	// (closed, unless Close ended it). It returns false when the session
-	// is over and its socket released.
-	Ready(events uint32) bool
-	// Expire fails the session if a reply or a write is overdue at now.
-	Expire(now time.Time)
-	// Timed reports whether Expire can ever fail the session.
-	Timed() bool
-	// Backlog returns how many bytes wait for the backend to read them.
-	Backlog() int
-	// Detach releases the socket without reporting anything, for a loop
-	// that is shutting down. Close first.
-	Detach()
+	LoopSession
 }
 
 // CanLoopBeanstalk reports whether b can serve Beanstalk event-loop
@@ -65,15 +48,7 @@ func (b *Backend) OpenBeanstalkLoop(ctx context.Context, closed func(error)) (Be
 	if err != nil {
 		return nil, err
 	}
-	if b.Breaker != nil {
-		inner := closed
-		closed = func(err error) {
-			b.Breaker.Record(err)
-			if inner != nil {
-				inner(err)
-			}
-		}
-	}
+	closed = b.recordingEnd(closed)
 	c, err := lb.OpenLoop(ctx, closed)
 	done(err)
 	return c, err

@@ -5,7 +5,6 @@ package upstream
 import (
 	"context"
 	"io"
-	"net"
 	"syscall"
 	"time"
 
@@ -27,22 +26,9 @@ func (b *Beanstalk) CanLoop() bool { return b.cfg.TLS == nil }
 // writes made without blocking. It blocks while dialling: call it off the
 // loop.
 func (b *Beanstalk) OpenLoop(ctx context.Context, closed func(error)) (routing.BeanstalkLoopConn, error) {
-	if b.cfg.TLS != nil {
-		return nil, routing.ErrNoLoop
-	}
-	nc, err := b.cfg.dial(ctx)
+	fd, err := b.cfg.dialLoop(ctx)
 	if err != nil {
 		return nil, err
-	}
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
-		nc.Close()
-		return nil, routing.ErrNoLoop
-	}
-	fd, err := epoll.DupConn(tc)
-	nc.Close() // the duplicate keeps the socket open, outside the runtime's poller
-	if err != nil {
-		return nil, &routing.TransportError{Backend: b.cfg.Addr, Op: "dial", Err: err}
 	}
 	s := &beanstalkSession{b: b, closed: closed}
 	lp := &beanstalkLoopIO{beanstalkSession: s, s: s, loopSocket: loopSocket{fd: fd}, rfd: fd, lim: b.cfg.Limits.WithDefaults()}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,25 +26,12 @@ func (g *Gearman) CanLoop() bool { return g.cfg.TLS == nil }
 // of the Go runtime's poller, so a reply costs no goroutine wakeup, only
 // the loop's read. It blocks while dialling: call it off the loop.
 func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPending func() int) (routing.GearmanLoopConn, error) {
-	if g.cfg.TLS != nil {
-		return nil, routing.ErrNoLoop
-	}
 	if ev.Packet == nil {
 		return nil, errors.New("upstream: gearman session without a packet callback")
 	}
-	nc, err := g.cfg.dial(ctx)
+	fd, err := g.cfg.dialLoop(ctx)
 	if err != nil {
 		return nil, err
-	}
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
-		nc.Close()
-		return nil, routing.ErrNoLoop
-	}
-	fd, err := epoll.DupConn(tc)
-	nc.Close() // the duplicate keeps the socket open, outside the runtime's poller
-	if err != nil {
-		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "dial", Err: err}
 	}
 	s := &gearmanLoopSession{cfg: &g.cfg, ev: ev, maxPending: maxPending, rfd: fd, loopSocket: loopSocket{fd: fd}}
 	s.rd = gearman.NewReader(loopReader{s}, g.cfg.Limits)

@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"context"
+	"net"
 	"syscall"
 	"time"
 
@@ -94,4 +96,28 @@ func (k *loopSocket) release() {
 	_ = syscall.Close(k.fd)
 	k.fd = -1
 	k.out = nil
+}
+
+// dialLoop connects as dial does and returns a duplicate of the socket's
+// descriptor, outside the Go runtime's poller, for an event loop to serve.
+// routing.ErrNoLoop: the connection is not plain TCP (TLS).
+func (c *Config) dialLoop(ctx context.Context) (int, error) {
+	if c.TLS != nil {
+		return -1, routing.ErrNoLoop
+	}
+	nc, err := c.dial(ctx)
+	if err != nil {
+		return -1, err
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		nc.Close()
+		return -1, routing.ErrNoLoop
+	}
+	fd, err := epoll.DupConn(tc)
+	nc.Close() // the duplicate keeps the socket open
+	if err != nil {
+		return -1, &routing.TransportError{Backend: c.Addr, Op: "dial", Err: err}
+	}
+	return fd, nil
 }
