@@ -141,7 +141,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		if n > 0 {
 			s.grabNext = (s.grabNext + 1) % n
 		}
-		s.fifo = append(s.fifo, r)
+		s.fifo.push(r)
 		s.mu.Unlock()
 		s.tryGrab(r)
 	default:
