@@ -56,8 +56,12 @@ type gwSession struct {
 	grabNext   int                            // guarded by mu: rotates the first backend a GRAB tries
 	scratch    [codec.MaxArgs][]byte          // guarded by mu: args of rewritten packets
 	handleBuf  [routing.MaxHandleLen + 1]byte // guarded by mu: a rewritten handle
-	hbuf       []byte                         // guarded by mu: async packets being written
-	traced     map[string]struct{}            // guarded by mu: client handles of traced jobs this worker holds
+	// fwd and fwdArgs hold a request with its handle rewritten (rehandled);
+	// only the request being handled uses them.
+	fwd     codec.Packet
+	fwdArgs [codec.MaxArgs][]byte
+	hbuf    []byte              // guarded by mu: async packets being written
+	traced  map[string]struct{} // guarded by mu: client handles of traced jobs this worker holds
 
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
@@ -105,6 +109,49 @@ type gwReply struct {
 	known  bool
 	grab   *gwGrab     // a GRAB_JOB* still looking for a job
 	trace  *gwJobTrace // nil unless traced (gearman_gateway_trace.go)
+}
+
+// gwGrabReply is a GRAB_JOB*'s reply with its state, in one allocation
+// (room for the backends of most workers included).
+type gwGrabReply struct {
+	r    gwReply
+	g    gwGrab
+	left [4]*routing.Backend
+}
+
+// newGrabReply returns the reply of a GRAB_JOB* of type t to be tried on
+// n backends.
+func newGrabReply(t codec.Type, n int) *gwReply {
+	gr := &gwGrabReply{}
+	gr.g = gwGrab{typ: t, left: gr.left[:0]}
+	if n > len(gr.left) {
+		gr.g.left = make([]*routing.Backend, 0, n)
+	}
+	gr.r.grab = &gr.g
+	return &gr.r
+}
+
+// The requests and reply the gateway sends for GRAB_JOB*s, never changed:
+// backends do not keep or modify what they are sent, and flushFIFOLocked
+// only reads a reply's bytes.
+var (
+	grabRequests = [...]codec.Packet{
+		{Magic: codec.Req, Type: codec.GrabJob},
+		{Magic: codec.Req, Type: codec.GrabJobUniq},
+		{Magic: codec.Req, Type: codec.GrabJobAll},
+	}
+	noJobReply = codec.AppendPacket(nil, codec.Res, codec.NoJob)
+)
+
+// grabRequest returns the request of GRAB_JOB* type t.
+func grabRequest(t codec.Type) *codec.Packet {
+	switch t {
+	case codec.GrabJobUniq:
+		return &grabRequests[1]
+	case codec.GrabJobAll:
+		return &grabRequests[2]
+	}
+	return &grabRequests[0]
 }
 
 // gwGrab is the state of a GRAB_JOB* across the worker's backends.
