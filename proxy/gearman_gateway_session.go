@@ -44,24 +44,25 @@ type gwSession struct {
 	pin      *gwRouting   // owned by the request's handler: its routing (Handle)
 
 	mu         sync.Mutex
-	fifo       replyQueue                     // guarded by mu: replies owed to the client, in request order
-	backends   []*gwBackend                   // guarded by mu: open upstream sessions
-	abilities  map[string]*gwAbility          // guarded by mu: registered functions
-	workerSet  []*routing.Backend             // guarded by mu: backends of the abilities, deduplicated
-	clientID   []byte                         // guarded by mu: SET_CLIENT_ID, replayed on new sessions
-	exceptions bool                           // guarded by mu: OPTION_REQ exceptions, replayed likewise
-	sleeping   bool                           // guarded by mu: PRE_SLEEP and no NOOP or GRAB since
-	closed     bool                           // guarded by mu
-	actions    []func()                       // guarded by mu: to run with no lock held
-	grabNext   int                            // guarded by mu: rotates the first backend a GRAB tries
-	scratch    [codec.MaxArgs][]byte          // guarded by mu: args of rewritten packets
-	handleBuf  [routing.MaxHandleLen + 1]byte // guarded by mu: a rewritten handle
-	// fwd and fwdArgs hold a request with its handle rewritten (rehandled);
-	// only the request being handled uses them.
+	fifo       replyQueue            // guarded by mu: replies owed to the client, in request order
+	backends   []*gwBackend          // guarded by mu: open upstream sessions
+	abilities  map[string]*gwAbility // guarded by mu: registered functions
+	workerSet  []*routing.Backend    // guarded by mu: backends of the abilities, deduplicated
+	clientID   []byte                // guarded by mu: SET_CLIENT_ID, replayed on new sessions
+	exceptions bool                  // guarded by mu: OPTION_REQ exceptions, replayed likewise
+	sleeping   bool                  // guarded by mu: PRE_SLEEP and no NOOP or GRAB since
+	closed     bool                  // guarded by mu
+	actions    []func()              // guarded by mu: to run with no lock held
+	grabNext   int                   // guarded by mu: rotates the first backend a GRAB tries
+	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
+	hbuf       []byte                // guarded by mu: async packets being written
+	traced     map[string]struct{}   // guarded by mu: client handles of traced jobs this worker holds
+	// handleBuf, guarded by mu, holds a handle rewritten for the client.
+	handleBuf [routing.MaxHandleLen + 1]byte
+	// fwd and fwdArgs hold a request with its handle rewritten for a
+	// backend (rehandled); only the request being handled uses them.
 	fwd     codec.Packet
 	fwdArgs [codec.MaxArgs][]byte
-	hbuf    []byte              // guarded by mu: async packets being written
-	traced  map[string]struct{} // guarded by mu: client handles of traced jobs this worker holds
 
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
