@@ -165,7 +165,7 @@ func (c *gearmanConn) authReply(o gearman.Outcome, t codec.Type, args ...[]byte)
 // answerRaw queues bytes the gateway answers itself, in request order.
 func (s *gwSession) answerRaw(b []byte) {
 	s.mu.Lock()
-	s.fifo = append(s.fifo, &gwReply{out: b, done: true})
+	s.fifo.push(&gwReply{out: b, done: true})
 	s.flushFIFOLocked()
 	s.mu.Unlock()
 }

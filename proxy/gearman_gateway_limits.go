@@ -13,11 +13,11 @@ func (s *gwSession) busy() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sleeping || len(s.fifo) > 0 || len(s.abilities) > 0 {
+	if s.sleeping || s.fifo.len() > 0 || len(s.abilities) > 0 {
 		return true
 	}
 	for _, b := range s.backends {
-		if len(b.pending) > 0 || len(b.foreground) > 0 {
+		if b.pending.len() > 0 || len(b.foreground) > 0 {
 			return true
 		}
 	}

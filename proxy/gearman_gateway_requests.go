@@ -74,7 +74,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		if s.gw.trace != nil {
 			s.gw.trace.work(s, p)
 		}
-		return s.send(bs, withHandle(p, h), nil)
+		return s.send(bs, s.rehandled(p, h), nil)
 	case codec.OptionReq:
 		if !bytes.EqualFold(a[0], []byte("exceptions")) {
 			s.answer(codec.Error, []byte(codec.CodeUnknownOption), []byte(codec.TextUnknownOption))
@@ -131,7 +131,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		s.mu.Lock()
 		s.sleeping = false
 		n := len(s.workerSet)
-		r := &gwReply{grab: &gwGrab{typ: p.Type, left: make([]*routing.Backend, 0, n)}}
+		r := newGrabReply(p.Type, n)
 		if s.gw.trace != nil {
 			r.trace = &gwJobTrace{start: time.Now()}
 		}
@@ -141,7 +141,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		if n > 0 {
 			s.grabNext = (s.grabNext + 1) % n
 		}
-		s.fifo = append(s.fifo, r)
+		s.fifo.push(r)
 		s.mu.Unlock()
 		s.tryGrab(r)
 	default:
@@ -164,16 +164,18 @@ func workNotFoundText(t codec.Type) string {
 	return codec.TextJobNotFoundWorkResult
 }
 
-// withHandle returns p with its handle (argument 0) replaced by h. The
-// result aliases p's other arguments; backends do not keep it.
-func withHandle(p *codec.Packet, h []byte) *codec.Packet {
+// rehandled returns p with its handle (argument 0) replaced by h, in the
+// session's own packet, which aliases p's other arguments: valid until
+// the next call. That is long enough: a session handles one request at a
+// time, and backends do not keep what they are sent.
+func (s *gwSession) rehandled(p *codec.Packet, h []byte) *codec.Packet {
 	if bytes.Equal(h, p.Args[0]) {
 		return p
 	}
-	args := make([][]byte, len(p.Args))
-	copy(args, p.Args)
-	args[0] = h
-	return &codec.Packet{Magic: p.Magic, Type: p.Type, Args: args}
+	n := copy(s.fwdArgs[:], p.Args)
+	s.fwdArgs[0] = h
+	s.fwd = codec.Packet{Magic: p.Magic, Type: p.Type, Args: s.fwdArgs[:n]}
+	return &s.fwd
 }
 
 // forward sends a request that gets one reply to b, with its handle
@@ -190,7 +192,7 @@ func (s *gwSession) forward(b *routing.Backend, p *codec.Packet, h []byte) error
 		return nil
 	}
 	if h != nil {
-		p = withHandle(p, h)
+		p = s.rehandled(p, h)
 	}
 	return s.send(bs, p, r)
 }
@@ -337,7 +339,7 @@ func (s *gwSession) tryGrab(r *gwReply) {
 		s.mu.Lock()
 		if len(r.grab.left) == 0 || s.closed {
 			r.grab = nil
-			r.out = codec.AppendPacket(nil, codec.Res, codec.NoJob)
+			r.out = noJobReply
 			r.done = true
 			s.flushFIFOLocked()
 			s.mu.Unlock()
@@ -358,7 +360,7 @@ func (s *gwSession) tryGrab(r *gwReply) {
 		if err != nil {
 			continue
 		}
-		_ = s.send(bs, &codec.Packet{Magic: codec.Req, Type: typ}, r)
+		_ = s.send(bs, grabRequest(typ), r)
 		if bs.conn != nil && bs.dirty.Swap(false) {
 			_ = bs.conn.Flush()
 		}

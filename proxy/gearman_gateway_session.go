@@ -44,7 +44,7 @@ type gwSession struct {
 	pin      *gwRouting   // owned by the request's handler: its routing (Handle)
 
 	mu         sync.Mutex
-	fifo       []*gwReply            // guarded by mu: replies owed to the client, in request order
+	fifo       replyQueue            // guarded by mu: replies owed to the client, in request order
 	backends   []*gwBackend          // guarded by mu: open upstream sessions
 	abilities  map[string]*gwAbility // guarded by mu: registered functions
 	workerSet  []*routing.Backend    // guarded by mu: backends of the abilities, deduplicated
@@ -57,6 +57,12 @@ type gwSession struct {
 	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
 	hbuf       []byte                // guarded by mu: async packets being written
 	traced     map[string]struct{}   // guarded by mu: client handles of traced jobs this worker holds
+	// handleBuf, guarded by mu, holds a handle rewritten for the client.
+	handleBuf [routing.MaxHandleLen + 1]byte
+	// fwd and fwdArgs hold a request with its handle rewritten for a
+	// backend (rehandled); only the request being handled uses them.
+	fwd     codec.Packet
+	fwdArgs [codec.MaxArgs][]byte
 
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
@@ -75,7 +81,7 @@ type gwBackend struct {
 	sendMu sync.Mutex  // serialises sends, so pending matches the wire order
 	dirty  atomic.Bool // sent since the last flush
 
-	pending []*gwReply // guarded by gwSession.mu: sent requests awaiting their reply
+	pending replyQueue // guarded by gwSession.mu: sent requests awaiting their reply
 	// foreground holds the backend's handles of the foreground jobs
 	// submitted on this session and not finished: if the session fails,
 	// their clients get WORK_FAIL rather than wait forever on a
@@ -104,6 +110,49 @@ type gwReply struct {
 	known  bool
 	grab   *gwGrab     // a GRAB_JOB* still looking for a job
 	trace  *gwJobTrace // nil unless traced (gearman_gateway_trace.go)
+}
+
+// gwGrabReply is a GRAB_JOB*'s reply with its state, in one allocation
+// (room for the backends of most workers included).
+type gwGrabReply struct {
+	r    gwReply
+	g    gwGrab
+	left [4]*routing.Backend
+}
+
+// newGrabReply returns the reply of a GRAB_JOB* of type t to be tried on
+// n backends.
+func newGrabReply(t codec.Type, n int) *gwReply {
+	gr := &gwGrabReply{}
+	gr.g = gwGrab{typ: t, left: gr.left[:0]}
+	if n > len(gr.left) {
+		gr.g.left = make([]*routing.Backend, 0, n)
+	}
+	gr.r.grab = &gr.g
+	return &gr.r
+}
+
+// The requests and reply the gateway sends for GRAB_JOB*s, never changed:
+// backends do not keep or modify what they are sent, and flushFIFOLocked
+// only reads a reply's bytes.
+var (
+	grabRequests = [...]codec.Packet{
+		{Magic: codec.Req, Type: codec.GrabJob},
+		{Magic: codec.Req, Type: codec.GrabJobUniq},
+		{Magic: codec.Req, Type: codec.GrabJobAll},
+	}
+	noJobReply = codec.AppendPacket(nil, codec.Res, codec.NoJob)
+)
+
+// grabRequest returns the request of GRAB_JOB* type t.
+func grabRequest(t codec.Type) *codec.Packet {
+	switch t {
+	case codec.GrabJobUniq:
+		return &grabRequests[1]
+	case codec.GrabJobAll:
+		return &grabRequests[2]
+	}
+	return &grabRequests[0]
 }
 
 // gwGrab is the state of a GRAB_JOB* across the worker's backends.
@@ -222,7 +271,7 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 	}
 	if s.exceptions {
 		replay = append(replay, &codec.Packet{Magic: codec.Req, Type: codec.OptionReq, Args: [][]byte{[]byte("exceptions")}})
-		bs.pending = append(bs.pending, &gwReply{discard: true})
+		bs.pending.push(&gwReply{discard: true})
 	}
 	for fn, a := range s.abilities {
 		for _, ab := range a.backends {
@@ -294,7 +343,7 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 			bs.sendMu.Unlock()
 			return nil
 		}
-		bs.pending = append(bs.pending, r)
+		bs.pending.push(r)
 		s.mu.Unlock()
 	}
 	var err error
@@ -320,8 +369,7 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	case errors.Is(err, codec.ErrInvalidPacket):
 		// Nothing was sent: answer r here rather than never.
 		s.mu.Lock()
-		if i := indexReply(bs.pending, r); i >= 0 {
-			bs.pending = append(bs.pending[:i], bs.pending[i+1:]...)
+		if bs.pending.remove(r) {
 			s.failLocked(bs.b, r, err.Error())
 		}
 		s.flushFIFOLocked()
@@ -337,44 +385,26 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	return nil
 }
 
-func indexReply(rs []*gwReply, r *gwReply) int {
-	for i, x := range rs {
-		if x == r {
-			return i
-		}
-	}
-	return -1
-}
-
 // push appends a reply to fifo.
 func (s *gwSession) push(r *gwReply) {
 	s.mu.Lock()
-	s.fifo = append(s.fifo, r)
+	s.fifo.push(r)
 	s.mu.Unlock()
 }
 
 // answer queues a reply the gateway gives itself.
 func (s *gwSession) answer(t codec.Type, args ...[]byte) {
 	s.mu.Lock()
-	s.fifo = append(s.fifo, &gwReply{out: codec.AppendPacket(nil, codec.Res, t, args...), done: true})
+	s.fifo.push(&gwReply{out: codec.AppendPacket(nil, codec.Res, t, args...), done: true})
 	s.flushFIFOLocked()
 	s.mu.Unlock()
 }
 
 // flushFIFOLocked writes the replies at the head of fifo that are done.
 func (s *gwSession) flushFIFOLocked() {
-	n := 0
-	for n < len(s.fifo) && s.fifo[n].done {
-		if !s.closed {
-			s.c.WriteText(s.fifo[n].out)
-		}
-		s.fifo[n] = nil
-		n++
-	}
-	if n > 0 {
-		s.fifo = s.fifo[n:]
-		if len(s.fifo) == 0 {
-			s.fifo = nil
+	for s.fifo.len() > 0 && s.fifo.front().done {
+		if r := s.fifo.pop(); !s.closed && len(r.out) > 0 {
+			s.c.WriteText(r.out)
 		}
 	}
 }
@@ -421,10 +451,10 @@ func (s *gwSession) forget(bs *gwBackend, err error) bool {
 	if err != nil {
 		why = err.Error()
 	}
-	for _, r := range bs.pending {
+	for _, r := range bs.pending.all() {
 		s.failLocked(bs.b, r, why)
 	}
-	bs.pending = nil
+	bs.pending.reset()
 	for h := range bs.foreground {
 		s.writeLocked(bs.b, &codec.Packet{Magic: codec.Res, Type: codec.WorkFail, Args: [][]byte{[]byte(h)}})
 	}
@@ -499,15 +529,13 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 		}
 	case codec.JobCreated, codec.NoJob, codec.JobAssign, codec.JobAssignUniq, codec.JobAssignAll,
 		codec.StatusRes, codec.StatusResUnique, codec.EchoRes, codec.OptionRes, codec.Error:
-		if len(bs.pending) == 0 || (p.Type == codec.Error && bytes.Equal(p.Arg(0), []byte(codec.CodeJobNotFound))) {
+		if bs.pending.len() == 0 || (p.Type == codec.Error && bytes.Equal(p.Arg(0), []byte(codec.CodeJobNotFound))) {
 			// The answer to a WORK_* for a job the backend does not know:
 			// no reply was expected for it.
 			s.writeLocked(bs.b, p)
 			break
 		}
-		r := bs.pending[0]
-		bs.pending[0] = nil
-		bs.pending = bs.pending[1:]
+		r := bs.pending.pop()
 		switch {
 		case r.discard:
 		case r.grab != nil && p.Type == codec.NoJob:
@@ -515,7 +543,14 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 		case r.parent != nil:
 			s.partLocked(r, p)
 		default:
-			r.out = s.encodeLocked(nil, bs.b, p)
+			if r.trace == nil && s.fifo.len() > 0 && s.fifo.front() == r {
+				// Next in request order: written now, as flushFIFOLocked
+				// would below, with no buffer of its own. (A traced reply
+				// may still be rewritten: replyLocked.)
+				s.writeLocked(bs.b, p)
+			} else {
+				r.out = s.encodeLocked(nil, bs.b, p)
+			}
 			if s.gw.trace != nil {
 				s.gw.trace.replyLocked(s, r, bs.b, p)
 			}
@@ -552,8 +587,7 @@ func (s *gwSession) encodeLocked(dst []byte, b *routing.Backend, p *codec.Packet
 	if p.Type.ArgIndex(codec.FieldHandle) != 0 || len(p.Args) == 0 {
 		return codec.AppendPacket(dst, codec.Res, p.Type, p.Args...)
 	}
-	var hb [routing.MaxHandleLen + 1]byte
-	h, err := s.gw.rt().cfg.Handles.Append(hb[:0], b, p.Args[0])
+	h, err := s.gw.rt().cfg.Handles.Append(s.handleBuf[:0], b, p.Args[0])
 	if err != nil {
 		return codec.AppendPacket(dst, codec.Res, codec.Error, []byte(codec.CodeQueueError),
 			[]byte("jobgate: "+err.Error()))
