@@ -49,7 +49,19 @@ type parker struct {
 // os.File that Close closes too. If the runtime cannot watch it, Wait
 // keeps blocking in the system call.
 func (p *Poller) ParkWhenAlone() error {
-	if p.park != nil || runtime.GOMAXPROCS(0) != 1 {
+	if runtime.GOMAXPROCS(0) != 1 {
+		return nil
+	}
+	return p.Park()
+}
+
+// Park makes Wait block by parking on the runtime's netpoller rather than
+// in a system call, whatever GOMAXPROCS is (see park_always_linux.go for
+// when that pays with more than one P). Call it before the first Wait.
+// As with ParkWhenAlone, if the runtime cannot watch the descriptor, Wait
+// keeps blocking in the system call.
+func (p *Poller) Park() error {
+	if p.park != nil {
 		return nil
 	}
 	dup, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(p.fd), syscall.F_DUPFD_CLOEXEC, 0)
