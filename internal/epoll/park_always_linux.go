@@ -19,9 +19,9 @@ import "sync/atomic"
 // thread the way gearmand and beanstalkd do. The price is the
 // scheduler's path around each wait, 2 to 8 µs of CPU: nothing when
 // waits are rare (many busy connections), a quarter more CPU per request
-// when the loop waits for every request (one client); and when other
-// processes compete for the CPUs a parked loop, woken through the
-// runtime's netpoller thread, lost up to half its rate. Hence opt-in.
+// when the loop waits for every request (one client); and on a busy
+// shared machine a parked loop lost half its rate in some runs (not under
+// a plain busy loop: the cause is open). Hence opt-in.
 
 // parkAlways is SetParkAlways' setting.
 var parkAlways atomic.Bool
