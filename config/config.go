@@ -72,12 +72,26 @@ type Config struct {
 	// SIGINT) waits for the jobs in hand to finish before closing the
 	// connections. Default 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// LoopWait (loop_wait) is how the event loops (Linux) wait when no
+	// socket is ready: LoopWaitAuto (the default) blocks in epoll_pwait,
+	// or parks on the Go runtime's netpoller when the process has one CPU;
+	// LoopWaitPark always parks. Parking shortens the latency tail on two
+	// or more CPUs when the loops are busy with many connections, and
+	// costs CPU when they wait for every request (docs/BENCHMARKS.md,
+	// "Tail latency on two CPUs").
+	LoopWait string `yaml:"loop_wait"`
 
 	// src records where each field came from; nil for a Config built in
 	// code. Copies of a Config share it; Set replaces it rather than
 	// changing it.
 	src *source
 }
+
+// The values of Config.LoopWait.
+const (
+	LoopWaitAuto = "auto"
+	LoopWaitPark = "park"
+)
 
 // Gearman configures the Gearman side of jobgate.
 type Gearman struct {

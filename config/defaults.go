@@ -55,6 +55,7 @@ func Default() *Config {
 			BeanstalkDefault: LocalName,
 		},
 		ShutdownTimeout: 10 * time.Second,
+		LoopWait:        LoopWaitAuto,
 	}
 }
 

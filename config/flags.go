@@ -44,6 +44,7 @@ func FlagFields() map[string]string {
 		"log-level":                     "log.level",
 		"log-format":                    "log.format",
 		"shutdown-timeout":              "shutdown_timeout",
+		"loop-wait":                     "loop_wait",
 		"limits-max-connections":        "limits.max_connections",
 		"limits-max-connections-per-ip": "limits.max_connections_per_ip",
 		"limits-idle-timeout":           "limits.idle_timeout",

@@ -37,6 +37,7 @@ func (c *Config) Validate() error {
 	v.routes()
 	v.listeners()
 	v.nonNegative("shutdown_timeout", c.ShutdownTimeout)
+	v.oneOf("loop_wait", c.LoopWait, LoopWaitAuto, LoopWaitPark)
 	return v.errs.err()
 }
 

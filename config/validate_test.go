@@ -156,6 +156,8 @@ func TestValidateRules(t *testing.T) {
 			"limits.write_buffer_limit: -1 is negative",
 			"shutdown_timeout: -1ns is negative",
 		}, "\n")},
+		{"loop wait", func(c *Config) { c.LoopWait = "spin" }, `loop_wait: "spin" is not auto or park`},
+		{"loop wait park", func(c *Config) { c.LoopWait = LoopWaitPark }, ""},
 		{"handshake limits", func(c *Config) {
 			c.Limits.HandshakeTimeout = 0
 			c.Limits.MaxHandshakes = -1

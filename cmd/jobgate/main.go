@@ -100,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer stopTracing(tp, cfg.ShutdownTimeout, log) // after the servers stopped
 	op := newOperator(args, cfg, level, log)
+	applyLoopWait(cfg)
 	services, listenersBound, err := buildServices(cfg, log, tm, tp, op)
 	if err != nil {
 		fmt.Fprintf(stderr, "jobgate: %v\n", err)

@@ -29,7 +29,7 @@ const (
 // goroutine, but Wait from one only.
 type Poller struct {
 	fd   int
-	park *parker // set by ParkWhenAlone (park_linux.go)
+	park *parker // set by Park or ParkWhenAlone (park_linux.go)
 }
 
 // New opens an epoll instance.
@@ -78,8 +78,9 @@ func (p *Poller) Del(fd int) error {
 // meanwhile. (Blocking raw for up to a millisecond was tried: it cost more
 // CPU per job, not less; so did, with more than one P, parking on the
 // runtime's netpoller and a few raw polls before blocking:
-// docs/BENCHMARKS.md, "How the loop waits".) A poller that ParkWhenAlone
-// set up (one P) parks on the netpoller instead.
+// docs/BENCHMARKS.md, "How the loop waits"; parking does shorten the
+// latency tail when waits are rare: "Tail latency on two CPUs".) A poller
+// that Park or ParkWhenAlone set up parks on the netpoller instead.
 // EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {

@@ -23,10 +23,13 @@ import (
 // runtime's own epoll_pwait with the P released, sysmon sleeps, and the
 // same thread runs the loop again when the epoll descriptor turns
 // readable. With more Ps an idle one exists and sysmon leaves the system
-// call alone; there the registration itself costs: every time the epoll
+// call alone (until the 10 ms time slice ends: park_always_linux.go);
+// there the registration itself costs: every time the epoll
 // descriptor turns readable, an idle thread blocked in the runtime's
 // epoll_pwait wakes for nothing (a third more server CPU per job on two
-// CPUs). So a poller parks only if GOMAXPROCS is 1 when the loop starts.
+// CPUs). So a poller parks only if GOMAXPROCS is 1 when the loop starts,
+// unless told to park always (park_always_linux.go: with many busy
+// connections parking shortens the latency tail).
 // (GOMAXPROCS changes later only by hand or with the container's CPU
 // limit; a poller keeps what it chose.)
 
@@ -49,7 +52,19 @@ type parker struct {
 // os.File that Close closes too. If the runtime cannot watch it, Wait
 // keeps blocking in the system call.
 func (p *Poller) ParkWhenAlone() error {
-	if p.park != nil || runtime.GOMAXPROCS(0) != 1 {
+	if runtime.GOMAXPROCS(0) != 1 {
+		return nil
+	}
+	return p.Park()
+}
+
+// Park makes Wait block by parking on the runtime's netpoller rather than
+// in a system call, whatever GOMAXPROCS is (see park_always_linux.go for
+// when that pays with more than one P). Call it before the first Wait.
+// As with ParkWhenAlone, if the runtime cannot watch the descriptor, Wait
+// keeps blocking in the system call.
+func (p *Poller) Park() error {
+	if p.park != nil {
 		return nil
 	}
 	dup, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(p.fd), syscall.F_DUPFD_CLOEXEC, 0)

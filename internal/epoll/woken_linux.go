@@ -3,10 +3,11 @@ package epoll
 // NewWoken opens a poller with an eventfd already registered for reading
 // under id, for a loop that other goroutines wake: they Signal the eventfd,
 // the loop's Wait reports id, and the loop Drains it. Started with one P,
-// the loop waits parked on the netpoller (ParkWhenAlone).
+// or after SetParkAlways(true), the loop waits parked on the netpoller.
 func NewWoken(id int32) (*Poller, *EventFD, error) { return newWoken(id, true) }
 
-// newWoken is NewWoken, parking when alone only if park says so.
+// newWoken is NewWoken, parking (when alone, or always after
+// SetParkAlways) only if park says so.
 func newWoken(id int32, park bool) (*Poller, *EventFD, error) {
 	p, err := New()
 	if err != nil {
@@ -25,7 +26,11 @@ func newWoken(id int32, park bool) (*Poller, *EventFD, error) {
 	if !park {
 		return p, w, nil
 	}
-	if err := p.ParkWhenAlone(); err != nil {
+	wait := p.ParkWhenAlone
+	if parkAlways.Load() {
+		wait = p.Park
+	}
+	if err := wait(); err != nil {
 		p.Close()
 		w.Close()
 		return nil, nil, err
