@@ -104,7 +104,7 @@ func (j *Journal) runWriter() {
 	defer close(j.writerDone)
 	for {
 		j.mu.Lock()
-		for j.writing || (len(j.queue) == 0 && !j.closing) {
+		for j.writing || (len(j.queue) == 0 || j.quiet) && !j.closing {
 			j.wake.Wait()
 		}
 		if len(j.queue) == 0 { // closing, and everything is written
