@@ -116,15 +116,24 @@ func (s *Session) awaitLocked(t Ticket, j *job, r *wire.Reply) bool {
 	s.durPending = true
 	a := &e.async
 	a.queue = append(a.queue, s)
+	if e.qjr == nil {
+		e.wakeCompleterLocked()
+	} // else the record is queued quietly: WriteQueued finishes the command, or wakes the completer
+	return false
+}
+
+// wakeCompleterLocked starts the completer, or wakes it if it waits for
+// the queue to fill.
+func (e *Engine) wakeCompleterLocked() {
+	a := &e.async
 	switch {
 	case !a.running:
 		a.running = true
 		a.cond.L = &e.mu
 		go e.runCompleter()
-	case len(a.queue) == 1:
+	case len(a.queue) > 0:
 		a.cond.Signal()
 	}
-	return false
 }
 
 // finishDurableLocked completes a command once its record is durable
@@ -201,15 +210,25 @@ func (e *Engine) finishWrittenLocked() {
 // goroutine, when the journal can do that without an fsync (a QuietJournal
 // under the interval or never policy), and then finishes their commands,
 // calling each session's notify before it returns; otherwise the journal's
-// writer and the completer do both, as without it. An event loop calls it
+// writer and the completer do both, as without it. With a QuietJournal
+// ExecAsync leaves the completer asleep: most commands are finished here,
+// and a wake-up per command would cost more than the write. An event loop calls it
 // at the end of every batch in which it ran ExecAsync: until then, or until
 // something else wakes the journal's writer, those records wait.
 func (e *Engine) WriteQueued() {
-	if e.qjr == nil || !e.qjr.WriteQueued() {
+	if e.qjr == nil {
 		return
 	}
+	wrote := e.qjr.WriteQueued()
 	e.mu.Lock()
-	e.finishWrittenLocked()
+	if wrote {
+		e.finishWrittenLocked()
+	}
+	if len(e.async.queue) > 0 {
+		// Records the journal's writer has (or another goroutine took):
+		// the completer finishes their commands when they are durable.
+		e.wakeCompleterLocked()
+	}
 	e.mu.Unlock()
 }
 

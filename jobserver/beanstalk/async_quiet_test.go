@@ -61,3 +61,21 @@ func TestExecAsyncWriteQueued(t *testing.T) {
 		})
 	}
 }
+
+// TestExecAsyncWriteQueuedAlways: under the always policy WriteQueued
+// cannot write on the loop (the write needs an fsync); it hands the
+// records to the journal's writer and the completer, which answer the
+// command through notify once it is durable.
+func TestExecAsyncWriteQueuedAlways(t *testing.T) {
+	in := openDurable(t, t.TempDir(), time.Unix(1000, 0), journal.Options{Sync: journal.Always})
+	p := newAsyncConn(t, in.e)
+	for i := range 3 {
+		if _, ok := p.exec(wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: []byte("x")}); ok {
+			t.Fatal("a journaled put was answered before its record was written")
+		}
+		in.e.WriteQueued()
+		if r := p.await(); r.Kind != wire.Inserted || r.ID != uint64(i+1) {
+			t.Fatalf("put %d: %+v", i, r)
+		}
+	}
+}
