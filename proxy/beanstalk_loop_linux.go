@@ -253,6 +253,10 @@ func (l *beanstalkLoop) signal(b *bloopConn) {
 func (l *beanstalkLoop) run() {
 	defer l.srv.wg.Done()
 	for {
+		// Never wait with journal records of ours unwritten: a flush can
+		// serve commands too (write). What this finishes is signalled, so
+		// the wait below does not block.
+		l.writeJournal()
 		l.mu.Lock()
 		l.sleeping = len(l.ready) == 0 && len(l.adds) == 0 && !l.stopping
 		timeout := -1

@@ -136,6 +136,14 @@ func (l *gearmanLoop) stop() {
 func (l *gearmanLoop) run() {
 	defer l.srv.wg.Done()
 	for {
+		if l.engineUsed {
+			// Never wait with journal records of ours unwritten; what
+			// this releases is flushed before the wait.
+			l.engineUsed = false
+			l.srv.engine.WriteQueued()
+			l.flush()
+			l.srv.flushGoroutineDirty()
+		}
 		n, err := l.poll.Wait(l.evs[:], l.waitMsec())
 		if err != nil {
 			l.srv.log.Error("gearman epoll", "err", err)

@@ -178,9 +178,11 @@ func (e *Engine) runCompleter() {
 		}
 		t := a.queue[0].dur.t
 		e.mu.Unlock()
-		// Only wait: leading the write here (Ticket.Wait) would take
-		// quietly queued records from the event loop (WriteQueued).
-		if d := t.Done(); d != nil {
+		if e.qjr == nil {
+			t.Wait() // the error is read again below, under the lock
+		} else if d := t.Done(); d != nil {
+			// Only wait: leading the write here (Ticket.Wait) would take
+			// quietly queued records from the event loop (WriteQueued).
 			<-d
 		}
 		e.mu.Lock()

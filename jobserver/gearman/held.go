@@ -117,11 +117,15 @@ func (e *Engine) runCompleter() {
 			e.mu.Unlock()
 			return
 		}
-		done := e.flights[0].done
+		f := e.flights[0]
 		e.mu.Unlock()
-		// Only wait: leading the write here (Ticket.Wait) would take
-		// quietly queued records from the event loop (WriteQueued).
-		<-done
+		if e.qjr == nil {
+			_ = f.t.Wait() // the error is read again below, under the lock
+		} else {
+			// Only wait: leading the write here (Ticket.Wait) would take
+			// quietly queued records from the event loop (WriteQueued).
+			<-f.done
+		}
 		e.mu.Lock()
 		e.retireDone()
 		notify := e.cfg.Notify

@@ -1,11 +1,27 @@
 package journal
 
 import (
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobgate/jobgate/jobserver/clock"
 )
+
+// awaitDone waits for t without leading its write (Wait would write it
+// itself), failing after a deadline.
+func awaitDone(t *testing.T, tk Ticket) {
+	t.Helper()
+	select {
+	case <-tk.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the record was not written 5 s after WriteQueued handed it on")
+	}
+	if err := tk.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // done reports whether Wait on t would not block.
 func done(t Ticket) bool {
@@ -107,9 +123,7 @@ func TestWriteQueuedLeavesFsyncs(t *testing.T) {
 		if j.WriteQueued() {
 			t.Fatal("WriteQueued wrote under the Always policy")
 		}
-		if err := tk.Wait(); err != nil {
-			t.Fatal(err)
-		}
+		awaitDone(t, tk)
 		if n := sc.n.Load(); n != 1 {
 			t.Fatalf("%d fsyncs, want 1", n)
 		}
@@ -130,14 +144,12 @@ func TestWriteQueuedLeavesFsyncs(t *testing.T) {
 			ts = append(ts, tk)
 			if j.WriteQueued() {
 				wrote++
-			} else if err := tk.Wait(); err != nil { // the writer's turn: let it finish
-				t.Fatal(err)
+			} else {
+				awaitDone(t, tk) // the writer's turn: let it finish
 			}
 		}
 		for _, tk := range ts {
-			if err := tk.Wait(); err != nil {
-				t.Fatal(err)
-			}
+			awaitDone(t, tk)
 		}
 		segs := j.Stats().Segments
 		j.Close()
@@ -147,5 +159,82 @@ func TestWriteQueuedLeavesFsyncs(t *testing.T) {
 		if keys := replayKeys(t, dir); len(keys) != len(ts) {
 			t.Fatalf("replayed %d records, want %d", len(keys), len(ts))
 		}
+	})
+}
+
+// TestQuietRecordsDoNotHoldOthers: records queued quietly never keep
+// anyone else waiting for the event loop's WriteQueued: a Sync (the
+// interval tick, compaction) or an Append from another goroutine that
+// finds another writer busy is written when that writer is done, and
+// AppendQuiet that finds the queue full hands it to the writer instead of
+// waiting forever for room.
+func TestQuietRecordsDoNotHoldOthers(t *testing.T) {
+	t.Run("sync behind a busy writer", func(t *testing.T) {
+		block := make(chan struct{})
+		entered := make(chan struct{}, 1)
+		var armed, first atomic.Bool
+		first.Store(true)
+		j, _, err := Open(t.TempDir(), Options{Sync: Interval(time.Hour), Clock: clock.NewFake(time.Unix(0, 0)),
+			Logger: quietLogger, syncFile: func(f *os.File) error {
+				if armed.Load() && first.Swap(false) {
+					entered <- struct{}{}
+					<-block // the first fsync takes until the test lets it go
+				}
+				return f.Sync()
+			}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		armed.Store(true)
+		if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
+			t.Fatal(err)
+		}
+		go j.Sync() // becomes the busy writer, in its fsync
+		<-entered
+		if _, err := j.AppendQuiet(Record{Key: 2, Kind: Full}); err != nil {
+			t.Fatal(err)
+		}
+		synced := make(chan error, 1)
+		go func() { synced <- j.Sync() }() // finds the writer busy
+		appended := make(chan error, 1)
+		go func() { appended <- j.Append(Record{Key: 3, Kind: Full}) }()
+		close(block)
+		for name, ch := range map[string]chan error{"Sync": synced, "Append": appended} {
+			select {
+			case err := <-ch:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s still waits 5 s after the busy writer finished: it waits for WriteQueued", name)
+			}
+		}
+	})
+	t.Run("full queue", func(t *testing.T) {
+		j, _, err := Open(t.TempDir(), Options{Sync: Never, MaxPending: 4096, Logger: quietLogger}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		appended := make(chan error, 1)
+		go func() {
+			for k := range uint64(10) { // 10 KB through a 4 KB queue
+				if _, err := j.AppendQuiet(Record{Key: k, Kind: Full, Data: make([]byte, 1000)}); err != nil {
+					appended <- err
+					return
+				}
+			}
+			appended <- nil
+		}()
+		select {
+		case err := <-appended:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("AppendQuiet waits for room in a full queue that only WriteQueued would write")
+		}
+		j.WriteQueued()
 	})
 }

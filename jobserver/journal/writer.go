@@ -90,6 +90,10 @@ const maxFreeBuffers = 4
 func (j *Journal) lead(b *batch) {
 	j.mu.Lock()
 	if j.writing || b.taken {
+		// The writer goroutine, which the busy writer wakes when it is
+		// done, must take b then, even if it was queued with quiet records
+		// (inline.go): the caller is waiting.
+		j.quiet = false
 		j.mu.Unlock()
 		return
 	}
