@@ -48,6 +48,9 @@ type beanstalkLoop struct {
 	dirty []*bloopConn // loop only; connections with replies to write
 	spare []*bloopConn // loop only; dirty's other buffer
 	evs   [256]syscall.EpollEvent
+	// execAsync, loop only: the batch ran ExecAsync, so the engine may
+	// hold journal records for the loop to write (housekeep).
+	execAsync bool
 
 	mu       sync.Mutex
 	adds     []*bloopConn // guarded by mu; accepted, not yet registered
@@ -250,6 +253,10 @@ func (l *beanstalkLoop) signal(b *bloopConn) {
 func (l *beanstalkLoop) run() {
 	defer l.srv.wg.Done()
 	for {
+		// Never wait with journal records of ours unwritten: a flush can
+		// serve commands too (write). What this finishes is signalled, so
+		// the wait below does not block.
+		l.writeJournal()
 		l.mu.Lock()
 		l.sleeping = len(l.ready) == 0 && len(l.adds) == 0 && !l.stopping
 		timeout := -1
@@ -300,10 +307,25 @@ func (l *beanstalkLoop) event(b *bloopConn, ev uint32) {
 	}
 }
 
+// writeJournal writes the journal records of the changes the loop made
+// since the last call (ExecAsync) on its own goroutine, when the journal
+// can do that without an fsync, and finishes their commands
+// (engine.Engine.WriteQueued); they must not wait for a later batch.
+func (l *beanstalkLoop) writeJournal() {
+	if l.execAsync {
+		l.execAsync = false
+		l.srv.eng.WriteQueued()
+	}
+}
+
 // housekeep registers new connections, looks at the signalled ones,
 // writes what the batch produced, and on shutdown closes everything; true
 // when the loop must end.
 func (l *beanstalkLoop) housekeep() bool {
+	// Before taking the signalled connections: the commands whose records
+	// this writes are finished, and their connections signalled, before it
+	// returns, so their replies go out in this batch.
+	l.writeJournal()
 	l.mu.Lock()
 	adds, ready := l.adds, l.ready
 	l.adds = nil
@@ -318,6 +340,9 @@ func (l *beanstalkLoop) housekeep() bool {
 		b.signaled.Store(false)
 		l.resume(b)
 	}
+	// Commands the resumed connections ran: what this finishes is
+	// signalled again, so the loop does not sleep before answering it.
+	l.writeJournal()
 	l.mu.Lock()
 	l.readyBuf = ready[:0]
 	l.mu.Unlock()

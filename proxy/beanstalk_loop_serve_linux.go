@@ -117,6 +117,7 @@ func (l *beanstalkLoop) serve(b *bloopConn) {
 		if bt != nil {
 			bt.before(&b.ct, b.sess, cmd)
 		}
+		l.execAsync = true
 		if !b.sess.ExecAsync(cmd, &r) {
 			b.waiting, b.verb, b.pcmd = true, verb, *cmd
 			b.pcmd.Tube, b.pcmd.Body = nil, nil // they alias the input buffer

@@ -117,6 +117,9 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 	} else {
 		c.engine = s.engine.NewSession(info, c)
 		c.sess = c.engine
+		if c.loop != nil {
+			c.engine.SetLoopWrites() // the loop's housekeep calls WriteQueued
+		}
 	}
 	return c
 }

@@ -47,6 +47,9 @@ type gatedTicket struct {
 func (t *gatedTicket) Done() <-chan struct{} { return t.done }
 func (t *gatedTicket) Wait() error           { <-t.done; return t.inner.Wait() }
 
+// AppendQuiet, for the event loop's requests, is gated like AppendAsync.
+func (g *gatedJournal) AppendQuiet(r journal.Record) (gearman.Ticket, error) { return g.AppendAsync(r) }
+
 func (g *gatedJournal) AppendAsync(r journal.Record) (gearman.Ticket, error) {
 	t, err := g.FileJournal.AppendAsync(r)
 	if err != nil || r.Key == 0 { // the handle counter, written at start

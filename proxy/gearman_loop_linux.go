@@ -38,6 +38,9 @@ type gearmanLoop struct {
 	free  []int32        // loop only; unused slots
 	batch []*gearmanConn // loop only; the dirty list being flushed
 	evs   [256]syscall.EpollEvent
+	// engineUsed, loop only: the batch handed requests to the local
+	// engine, which may hold journal records for the loop (housekeep).
+	engineUsed bool
 
 	mu       sync.Mutex
 	adds     []*gearmanConn // guarded by mu; accepted, not yet registered
@@ -133,6 +136,14 @@ func (l *gearmanLoop) stop() {
 func (l *gearmanLoop) run() {
 	defer l.srv.wg.Done()
 	for {
+		if l.engineUsed {
+			// Never wait with journal records of ours unwritten; what
+			// this releases is flushed before the wait.
+			l.engineUsed = false
+			l.srv.engine.WriteQueued()
+			l.flush()
+			l.srv.flushGoroutineDirty()
+		}
 		n, err := l.poll.Wait(l.evs[:], l.waitMsec())
 		if err != nil {
 			l.srv.log.Error("gearman epoll", "err", err)
@@ -178,6 +189,12 @@ func (l *gearmanLoop) housekeep() bool {
 	}
 	l.upstreamWork()
 	l.unthrottle()
+	if l.engineUsed {
+		// The journal records of this batch's requests: written here, and
+		// the output they held released, so it goes out in this batch.
+		l.engineUsed = false
+		l.srv.engine.WriteQueued()
+	}
 	l.flush()
 	// Goroutine connections this batch gave output to.
 	l.srv.flushGoroutineDirty()
@@ -294,6 +311,9 @@ func (l *gearmanLoop) write(c *gearmanConn) {
 // read reads c's socket once and runs every complete frame.
 func (l *gearmanLoop) read(c *gearmanConn) {
 	c.canRead = true
+	if c.engine != nil {
+		l.engineUsed = true
+	}
 	for {
 		f, err := c.rd.ReadFrame()
 		if err == epoll.ErrWouldBlock {

@@ -25,6 +25,15 @@ import (
 // and answering INTERNAL_ERROR if the journal failed) and calls each
 // session's notify. That is one wakeup per group commit, not per command.
 // The session's caller collects the reply with Result, as for a reserve.
+//
+// With a QuietJournal (the journal on disk), ExecAsync's records do not
+// wake the journal's writer: the event loop calls WriteQueued at the end
+// of its batch, which writes them on the loop's goroutine when that needs
+// no fsync (the interval and never policies) and finishes their commands
+// at once; the replies go out in the same batch, with no goroutine in
+// between. Otherwise (the always policy, a new segment, another writer at
+// work) WriteQueued wakes the writer, and the completer finishes them as
+// above.
 
 // durable is a session's command whose reply waits for the journal.
 type durable struct {
@@ -49,7 +58,9 @@ type asyncState struct {
 // Result then returns the reply, INTERNAL_ERROR if the journal failed. A
 // reserve that waits returns false as with Exec. Until Result has
 // returned the reply, only Result, Cancel (which does not undo a change)
-// and Close may be called. Without a journal ExecAsync is Exec.
+// and Close may be called. Without a journal ExecAsync is Exec. With a
+// QuietJournal the caller must call Engine.WriteQueued after its batch of
+// ExecAsync calls, before it waits for anything.
 func (s *Session) ExecAsync(cmd *wire.Command, r *wire.Reply) bool {
 	e := s.e
 	if e.jr == nil {
@@ -70,7 +81,9 @@ func (s *Session) ExecAsync(cmd *wire.Command, r *wire.Reply) bool {
 	if !timeless[cmd.Verb] {
 		now = e.now()
 	}
+	e.quiet = e.qjr != nil
 	t := s.execLocked(cmd, r, now)
+	e.quiet = false
 	if t == nil {
 		return true
 	}
@@ -80,7 +93,9 @@ func (s *Session) ExecAsync(cmd *wire.Command, r *wire.Reply) bool {
 // putPendingLocked is a journaled put that does not wait for its record.
 func (s *Session) putPendingLocked(j *job, r *wire.Reply) bool {
 	e := s.e
+	e.quiet = e.qjr != nil
 	t, err := e.pendLocked(s.use, j)
+	e.quiet = false
 	if err != nil {
 		e.putDoneLocked(j, err, r)
 		return true
@@ -101,15 +116,24 @@ func (s *Session) awaitLocked(t Ticket, j *job, r *wire.Reply) bool {
 	s.durPending = true
 	a := &e.async
 	a.queue = append(a.queue, s)
+	if e.qjr == nil {
+		e.wakeCompleterLocked()
+	} // else the record is queued quietly: WriteQueued finishes the command, or wakes the completer
+	return false
+}
+
+// wakeCompleterLocked starts the completer, or wakes it if it waits for
+// the queue to fill.
+func (e *Engine) wakeCompleterLocked() {
+	a := &e.async
 	switch {
 	case !a.running:
 		a.running = true
 		a.cond.L = &e.mu
 		go e.runCompleter()
-	case len(a.queue) == 1:
+	case len(a.queue) > 0:
 		a.cond.Signal()
 	}
-	return false
 }
 
 // finishDurableLocked completes a command once its record is durable
@@ -154,21 +178,60 @@ func (e *Engine) runCompleter() {
 		}
 		t := a.queue[0].dur.t
 		e.mu.Unlock()
-		t.Wait() // the error is read again below, under the lock
-		e.mu.Lock()
-		n := 0
-		for ; n < len(a.queue) && ticketDone(a.queue[n].dur.t); n++ {
-			s := a.queue[n]
-			e.finishDurableLocked(s.dur.t.Wait(), s.dur.job, &s.dur.r)
-			s.dur.t, s.dur.job, s.dur.done = nil, nil, true
-			if s.notify != nil && !s.closed {
-				s.notify()
-			}
+		if e.qjr == nil {
+			t.Wait() // the error is read again below, under the lock
+		} else if d := t.Done(); d != nil {
+			// Only wait: leading the write here (Ticket.Wait) would take
+			// quietly queued records from the event loop (WriteQueued).
+			<-d
 		}
-		rest := copy(a.queue, a.queue[n:])
-		clear(a.queue[rest:])
-		a.queue = a.queue[:rest]
+		e.mu.Lock()
+		e.finishWrittenLocked()
 	}
+}
+
+// finishWrittenLocked finishes the queued commands whose records are
+// durable (or failed), oldest first, and calls their sessions' notify.
+func (e *Engine) finishWrittenLocked() {
+	a := &e.async
+	n := 0
+	for ; n < len(a.queue) && ticketDone(a.queue[n].dur.t); n++ {
+		s := a.queue[n]
+		e.finishDurableLocked(s.dur.t.Wait(), s.dur.job, &s.dur.r)
+		s.dur.t, s.dur.job, s.dur.done = nil, nil, true
+		if s.notify != nil && !s.closed {
+			s.notify()
+		}
+	}
+	rest := copy(a.queue, a.queue[n:])
+	clear(a.queue[rest:])
+	a.queue = a.queue[:rest]
+}
+
+// WriteQueued writes the records ExecAsync queued, on the caller's
+// goroutine, when the journal can do that without an fsync (a QuietJournal
+// under the interval or never policy), and then finishes their commands,
+// calling each session's notify before it returns; otherwise the journal's
+// writer and the completer do both, as without it. With a QuietJournal
+// ExecAsync leaves the completer asleep: most commands are finished here,
+// and a wake-up per command would cost more than the write. An event loop calls it
+// at the end of every batch in which it ran ExecAsync: until then, or until
+// something else wakes the journal's writer, those records wait.
+func (e *Engine) WriteQueued() {
+	if e.qjr == nil {
+		return
+	}
+	wrote := e.qjr.WriteQueued()
+	e.mu.Lock()
+	if wrote {
+		e.finishWrittenLocked()
+	}
+	if len(e.async.queue) > 0 {
+		// Records the journal's writer has (or another goroutine took):
+		// the completer finishes their commands when they are durable.
+		e.wakeCompleterLocked()
+	}
+	e.mu.Unlock()
 }
 
 // durResultLocked is Result for a command ExecAsync left pending.

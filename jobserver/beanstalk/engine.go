@@ -131,6 +131,8 @@ type Engine struct {
 	rec, snap []byte // record buffers for appends and for snapshots
 	restored  int    // jobs New restored
 	async     asyncState
+	qjr       QuietJournal // jr, when it is one
+	quiet     bool         // ExecAsync is appending: quietly, with qjr
 
 	obs Observer // job events for metrics; nil: none (observe.go)
 
@@ -183,6 +185,7 @@ func New(cfg Config) (*Engine, error) {
 	e.refLocked(e.defaultTube) // held for the engine's life
 	if cfg.Journal != nil {
 		e.jr = cfg.Journal
+		e.qjr, _ = cfg.Journal.(QuietJournal)
 		if err := e.restore(); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("beanstalk: restore: %w", err)

@@ -79,6 +79,30 @@ type Ticket interface {
 
 var _ Ticket = journal.Ticket{}
 
+// QuietJournal is a Journal that can also queue a record without waking
+// its writer and write what is queued on the caller's goroutine
+// (journal.Journal's AppendQuiet and WriteQueued; FileJournal has them).
+// With one, the records of ExecAsync's changes are queued quietly, and the
+// event loop writes them at the end of its batch (Engine.WriteQueued).
+type QuietJournal interface {
+	Journal
+	// AppendQuiet is AppendAsync without waking the writer; WriteQueued
+	// must follow.
+	AppendQuiet(rec journal.Record) (Ticket, error)
+	// WriteQueued writes what is queued if it can do so without an fsync
+	// and reports whether it did; otherwise it wakes the writer.
+	WriteQueued() bool
+}
+
+// appendLocked appends rec: quietly while ExecAsync runs a command with a
+// QuietJournal, else with AppendAsync.
+func (e *Engine) appendLocked(rec journal.Record) (Ticket, error) {
+	if e.quiet {
+		return e.qjr.AppendQuiet(rec)
+	}
+	return e.jr.AppendAsync(rec)
+}
+
 // recordVersion starts every record's Data, so a later format can be told
 // apart (and an older jobgate refuses it instead of misreading it).
 const recordVersion = 1
@@ -339,7 +363,7 @@ func (e *Engine) snapshot(key uint64, put func(data []byte)) {
 // journalFull appends j's Full record.
 func (e *Engine) journalFull(j *job) (Ticket, error) {
 	e.rec = e.appendJobRecord(e.rec[:0], j)
-	t, err := e.jr.AppendAsync(journal.Record{Key: j.id, Kind: journal.Full, Data: e.rec})
+	t, err := e.appendLocked(journal.Record{Key: j.id, Kind: journal.Full, Data: e.rec})
 	if cap(e.rec) > 64<<10 {
 		e.rec = nil
 	}
@@ -352,12 +376,12 @@ func (e *Engine) journalFull(j *job) (Ticket, error) {
 func (e *Engine) journalUpdate(j *job) Ticket {
 	state, at := e.recState(j)
 	e.rec = e.appendHeader(e.rec[:0], j, state, at)
-	return e.checked(e.jr.AppendAsync(journal.Record{Key: j.id, Kind: journal.Update, Data: e.rec}))
+	return e.checked(e.appendLocked(journal.Record{Key: j.id, Kind: journal.Update, Data: e.rec}))
 }
 
 // journalDelete appends the Delete of job id.
 func (e *Engine) journalDelete(id uint64) Ticket {
-	return e.checked(e.jr.AppendAsync(journal.Record{Key: id, Kind: journal.Delete}))
+	return e.checked(e.appendLocked(journal.Record{Key: id, Kind: journal.Delete}))
 }
 
 // checked turns an append error into a failed Ticket.

@@ -158,16 +158,18 @@ type Engine struct {
 	ahook          AssignHook          // guarded by mu; thook, if it is one
 
 	// Persistence (persist.go, held.go); unused without a journal.
-	jr            Journal    // cfg.Journal
-	snap          []byte     // guarded by mu; scratch for encoded records
-	flights       []flight   // guarded by mu; batches being written, oldest first
-	flightSeq     uint64     // guarded by mu; number of the newest flight
-	doneSeq       uint64     // guarded by mu; every flight up to this one is retired
-	failedSeq     uint64     // guarded by mu; the first flight that failed (MaxUint64: none)
-	pendingJobs   jobList    // guarded by mu; journaled jobs waiting for their flight, by id
-	heldSess      []*Session // guarded by mu; sessions with held output
-	fcond         sync.Cond  // on mu; signalled when flights becomes non-empty, and at Stop
-	stopping      bool       // guarded by mu; Stop was called
+	jr            Journal      // cfg.Journal
+	qjr           QuietJournal // jr, when it is one
+	quiet         bool         // guarded by mu; a loop session's request is appending (appendLocked)
+	snap          []byte       // guarded by mu; scratch for encoded records
+	flights       []flight     // guarded by mu; batches being written, oldest first
+	flightSeq     uint64       // guarded by mu; number of the newest flight
+	doneSeq       uint64       // guarded by mu; every flight up to this one is retired
+	failedSeq     uint64       // guarded by mu; the first flight that failed (MaxUint64: none)
+	pendingJobs   jobList      // guarded by mu; journaled jobs waiting for their flight, by id
+	heldSess      []*Session   // guarded by mu; sessions with held output
+	fcond         sync.Cond    // on mu; signalled when flights becomes non-empty, and at Stop
+	stopping      bool         // guarded by mu; Stop was called
 	completerDone chan struct{}
 }
 
@@ -219,6 +221,7 @@ func New(cfg Config) (*Engine, error) {
 	e.fcond.L = &e.mu
 	if cfg.Journal != nil {
 		e.jr = cfg.Journal
+		e.qjr, _ = cfg.Journal.(QuietJournal)
 		if err := e.restore(); err != nil {
 			e.Stop()
 			return nil, err

@@ -138,6 +138,19 @@ func (fj *FileJournal) AppendAsync(rec journal.Record) (Ticket, error) {
 	return t, nil
 }
 
+// AppendQuiet queues rec without waking the writer (see QuietJournal).
+func (fj *FileJournal) AppendQuiet(rec journal.Record) (Ticket, error) {
+	t, err := fj.j.AppendQuiet(rec)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// WriteQueued writes what is queued on the caller's goroutine when it
+// needs no fsync (see QuietJournal).
+func (fj *FileJournal) WriteQueued() bool { return fj.j.WriteQueued() }
+
 // Restored returns the number of jobs the engine got back from the
 // journal (0 before New), for the start-up log line.
 func (fj *FileJournal) Restored() int {

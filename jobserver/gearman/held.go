@@ -21,6 +21,15 @@ import (
 // done, and calls Config.Notify so the server writes it out. That is one
 // wakeup per batch, not per job.
 //
+// With a QuietJournal (the journal on disk), the requests of sessions an
+// event loop serves (SetLoopWrites) append without waking the journal's
+// writer or the completer: the loop calls WriteQueued at the end of its
+// batch, which writes the records on the loop's goroutine when that needs
+// no fsync (the interval and never policies) and retires their flights at
+// once, so the held replies go out in the same batch with no goroutine in
+// between. Otherwise (the always policy, a new segment, another writer at
+// work) WriteQueued wakes the writer and the completer, as above.
+//
 // Reply order (DESIGN.md, decision 4): once a session has held output,
 // everything else for it, replies and async packets alike, queues behind
 // it, and goes out in order when released. A session's barrier is the
@@ -72,7 +81,7 @@ func (e *Engine) track(t Ticket, id uint64) uint64 {
 	}
 	e.flightSeq++
 	e.flights = append(e.flights, flight{t: t, done: done, seq: e.flightSeq, maxID: maxID})
-	if n == 0 {
+	if n == 0 && !e.quiet { // a quiet record's flight is retired by WriteQueued, or handed on by it
 		e.fcond.Signal()
 	}
 	return e.flightSeq
@@ -108,9 +117,15 @@ func (e *Engine) runCompleter() {
 			e.mu.Unlock()
 			return
 		}
-		t := e.flights[0].t
+		f := e.flights[0]
 		e.mu.Unlock()
-		_ = t.Wait() // the error is read again below, under the lock
+		if e.qjr == nil {
+			_ = f.t.Wait() // the error is read again below, under the lock
+		} else {
+			// Only wait: leading the write here (Ticket.Wait) would take
+			// quietly queued records from the event loop (WriteQueued).
+			<-f.done
+		}
 		e.mu.Lock()
 		e.retireDone()
 		notify := e.cfg.Notify
@@ -268,3 +283,36 @@ const (
 	codecQueueError   = "QUEUE_ERROR"
 	textPersistFailed = "GEARMAND_QUEUE_ERROR"
 )
+
+// SetLoopWrites says an event loop serves s and calls WriteQueued after
+// each batch: with a QuietJournal, the records of s's requests are queued
+// without waking the journal's writer, for the loop to write.
+func (s *Session) SetLoopWrites() {
+	s.e.mu.Lock()
+	s.loopWrites = true
+	s.e.mu.Unlock()
+}
+
+// WriteQueued writes the records that loop sessions' requests queued, on
+// the caller's goroutine, when the journal can do that without an fsync (a
+// QuietJournal under the interval or never policy), then retires their
+// flights and releases the output they held before it returns (to the
+// sessions' Outputs: the caller writes it out, as after Handle; Notify is
+// not called). Otherwise, or for flights it could not retire, the journal's
+// writer and the completer do it, as without it. An event loop calls it at
+// the end of every batch; until then, or until something else wakes the
+// journal's writer, those records wait.
+func (e *Engine) WriteQueued() {
+	if e.qjr == nil {
+		return
+	}
+	wrote := e.qjr.WriteQueued()
+	e.mu.Lock()
+	if wrote {
+		e.retireDone()
+	}
+	if len(e.flights) > 0 {
+		e.fcond.Signal()
+	}
+	e.mu.Unlock()
+}

@@ -35,6 +35,31 @@ type Journal interface {
 	AppendAsync(rec journal.Record) (Ticket, error)
 }
 
+// QuietJournal is a Journal that can also queue a record without waking
+// its writer and write what is queued on the caller's goroutine
+// (journal.Journal's AppendQuiet and WriteQueued; FileJournal has them).
+// With one, the records of requests from sessions an event loop serves
+// (Session.SetLoopWrites) are queued quietly, and the loop writes them at
+// the end of its batch (Engine.WriteQueued).
+type QuietJournal interface {
+	Journal
+	// AppendQuiet is AppendAsync without waking the writer; WriteQueued
+	// must follow.
+	AppendQuiet(rec journal.Record) (Ticket, error)
+	// WriteQueued writes what is queued if it can do so without an fsync
+	// and reports whether it did; otherwise it wakes the writer.
+	WriteQueued() bool
+}
+
+// appendLocked appends rec: quietly while a loop session's request is
+// handled with a QuietJournal, else with AppendAsync.
+func (e *Engine) appendLocked(rec journal.Record) (Ticket, error) {
+	if e.quiet {
+		return e.qjr.AppendQuiet(rec)
+	}
+	return e.jr.AppendAsync(rec)
+}
+
 // Ticket is the durability of one appended record (journal.Ticket
 // satisfies it). Tickets of the records written together may share their
 // Done channel.
@@ -309,7 +334,7 @@ func (e *Engine) snapshot(key uint64, put func(data []byte)) {
 // acknowledgement waits.
 func (e *Engine) journalJob(j *job, at int64, pending bool) (uint64, error) {
 	e.snap = e.appendRecordOf(e.snap[:0], j, at)
-	t, err := e.jr.AppendAsync(journal.Record{Key: j.id, Kind: journal.Full, Data: e.snap})
+	t, err := e.appendLocked(journal.Record{Key: j.id, Kind: journal.Full, Data: e.snap})
 	if cap(e.snap) > 64<<10 {
 		e.snap = nil
 	}
@@ -333,7 +358,7 @@ func (e *Engine) journalDelete(j *job) uint64 {
 		return 0
 	}
 	j.journaled = false
-	t, err := e.jr.AppendAsync(journal.Record{Key: j.id, Kind: journal.Delete})
+	t, err := e.appendLocked(journal.Record{Key: j.id, Kind: journal.Delete})
 	if err != nil {
 		return 0
 	}

@@ -23,6 +23,7 @@ type Session struct {
 	sleeping     bool   // sent PRE_SLEEP and no GRAB since
 	noopSent     bool   // woken with NOOP and no GRAB since
 	closed       bool
+	loopWrites   bool       // an event loop serves the session and calls Engine.WriteQueued (held.go)
 	barrier      uint64     // the journal flight this session's next output waits for (held.go)
 	held         []heldItem // output waiting for the journal, in order
 	heldBuf      []byte     // the bytes of held
@@ -167,7 +168,9 @@ func (s *Session) Handle(p *codec.Packet) error {
 	s.outcome = OutcomeOK
 	s.lastJob, s.lastErr, s.lastTraced = 0, "", false
 	e.handling = s
+	e.quiet = s.loopWrites && e.qjr != nil
 	err := s.handleLocked(p)
+	e.quiet = false
 	e.handling = nil
 	if err != nil {
 		s.outcome = OutcomeClientError

@@ -109,7 +109,7 @@ func (p *putter) put(data []byte) {
 		return // contract: once per Snapshot call; a second state would be a duplicate
 	}
 	p.called = true
-	if _, err := p.j.enqueue(Record{Key: p.key, Kind: Full, Data: data}, true); err != nil {
+	if _, err := p.j.enqueue(Record{Key: p.key, Kind: Full, Data: data}, appendWake); err != nil {
 		p.err = err
 		return
 	}

@@ -67,6 +67,7 @@ type Journal struct {
 	free     [][]byte  // recycled batch buffers
 	pending  int64     // bytes queued or being written
 	writing  bool      // someone owns the file (see batch)
+	quiet    bool      // AppendQuiet queued records that wait for WriteQueued (inline.go)
 	segs     []segment // every segment, ascending; the last is the head
 	closing  bool
 	failed   error
@@ -346,7 +347,7 @@ func (j *Journal) openHead() error {
 // Concurrent Appends share writes and fsyncs. Append may wait when
 // MaxPending bytes are already queued.
 func (j *Journal) Append(rec Record) error {
-	b, err := j.enqueue(rec, false)
+	b, err := j.enqueue(rec, appendLead)
 	if err != nil {
 		return err
 	}
@@ -361,14 +362,22 @@ func (j *Journal) Append(rec Record) error {
 // order of its records, and Wait after releasing the lock. AppendAsync
 // waits only when MaxPending bytes are already queued.
 func (j *Journal) AppendAsync(rec Record) (Ticket, error) {
-	b, err := j.enqueue(rec, true)
+	b, err := j.enqueue(rec, appendWake)
 	return Ticket{b: b}, err
 }
 
+// How enqueue hands a record on.
+type appendHow uint8
+
+const (
+	appendWake  appendHow = iota // wake the writer goroutine
+	appendLead                   // the caller leads the write itself
+	appendQuiet                  // keep the writer away until WriteQueued (inline.go)
+)
+
 // enqueue copies rec into the open batch of the head segment, starting a
-// new segment first when rec would not fit. wake says to wake the writer
-// goroutine; a caller that will lead the write itself need not.
-func (j *Journal) enqueue(rec Record, wake bool) (*batch, error) {
+// new segment first when rec would not fit, and hands it on as how says.
+func (j *Journal) enqueue(rec Record, how appendHow) (*batch, error) {
 	if !rec.Kind.valid() {
 		return nil, fmt.Errorf("%w: %d", ErrBadKind, uint8(rec.Kind))
 	}
@@ -380,6 +389,7 @@ func (j *Journal) enqueue(rec Record, wake bool) (*batch, error) {
 	defer j.mu.Unlock()
 	// One record larger than MaxPending still goes through, alone.
 	for j.pending > 0 && j.pending+n > j.opts.MaxPending && j.usableLocked() == nil {
+		j.releaseQuietLocked() // the space comes from writing them
 		j.space.Wait()
 	}
 	if err := j.usableLocked(); err != nil {
@@ -396,8 +406,13 @@ func (j *Journal) enqueue(rec Record, wake bool) (*batch, error) {
 	head.readable += n
 	j.pending += n
 	j.appends++
-	if wake && !j.writing {
-		j.wake.Signal()
+	switch how {
+	case appendWake:
+		j.releaseQuietLocked()
+	case appendQuiet:
+		// Until WriteQueued, the writer goroutine leaves the queue alone,
+		// even if an earlier wake-up is still on its way to it.
+		j.quiet = true
 	}
 	return b, nil
 }

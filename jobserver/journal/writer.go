@@ -90,6 +90,10 @@ const maxFreeBuffers = 4
 func (j *Journal) lead(b *batch) {
 	j.mu.Lock()
 	if j.writing || b.taken {
+		// The writer goroutine, which the busy writer wakes when it is
+		// done, must take b then, even if it was queued with quiet records
+		// (inline.go): the caller is waiting.
+		j.quiet = false
 		j.mu.Unlock()
 		return
 	}
@@ -104,7 +108,7 @@ func (j *Journal) runWriter() {
 	defer close(j.writerDone)
 	for {
 		j.mu.Lock()
-		for j.writing || (len(j.queue) == 0 && !j.closing) {
+		for j.writing || (len(j.queue) == 0 || j.quiet) && !j.closing {
 			j.wake.Wait()
 		}
 		if len(j.queue) == 0 { // closing, and everything is written
