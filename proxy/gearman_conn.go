@@ -460,7 +460,16 @@ func (c *gearmanConn) protocolError(err error) bool {
 		errors.Is(pe, codec.ErrUnknownType) && pe.Type != 5:
 		return false
 	}
-	c.WritePacket(&codec.Packet{Magic: codec.Res, Type: codec.Error,
-		Args: [][]byte{[]byte(pe.Code), []byte(pe.Text)}})
+	// In request order, behind the replies still owed (DESIGN decision 4):
+	// a JOB_CREATED the journal holds, or an upstream's answer.
+	code, text := []byte(pe.Code), []byte(pe.Text)
+	switch s := c.sess.(type) {
+	case *gearman.Session:
+		s.Reply(gearman.OutcomeClientError, codec.Error, code, text)
+	case *gwSession:
+		s.answer(codec.Error, code, text)
+	default:
+		c.WritePacket(&codec.Packet{Magic: codec.Res, Type: codec.Error, Args: [][]byte{code, text}})
+	}
 	return true
 }

@@ -137,8 +137,10 @@ func (l *gearmanLoop) run() {
 	defer l.srv.wg.Done()
 	for {
 		if l.engineUsed {
-			// Never wait with journal records of ours unwritten; what
-			// this releases is flushed before the wait.
+			// Never wait with journal records of ours unwritten. Nothing
+			// reads requests after housekeep's WriteQueued today (the
+			// Beanstalk loop's flush does); this keeps the rule if that
+			// changes. What this releases is flushed before the wait.
 			l.engineUsed = false
 			l.srv.engine.WriteQueued()
 			l.flush()

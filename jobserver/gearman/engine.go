@@ -86,7 +86,8 @@ type Config struct {
 	// wrote to Outputs from a goroutine of its own (the completer, once
 	// journal records are durable), so the server can send what it wrote.
 	// Output written from the clock's timer functions is not covered: the
-	// server wraps the Clock for those.
+	// server wraps the Clock for those. Nor is output released by
+	// Engine.WriteQueued: its caller, an event loop, writes it out.
 	Notify func()
 }
 
@@ -95,7 +96,8 @@ type Config struct {
 // (NOOP, WORK_DATA, WORK_WARNING, WORK_STATUS, WORK_COMPLETE, WORK_FAIL,
 // WORK_EXCEPTION). The engine calls it with its lock held, from whichever
 // goroutine caused the packet (or, for output that waited for the journal,
-// from its completer goroutine, followed by Config.Notify): implementations
+// from its completer goroutine, followed by Config.Notify, or from the
+// event loop's goroutine in Engine.WriteQueued): implementations
 // must be quick, must not block and must not call into the engine. The packet, its Args and the text are
 // valid only during the call; copy or encode them at once.
 type Output interface {

@@ -16,7 +16,11 @@ package journal
 // the Interval timer wakes the writer. A caller must call WriteQueued
 // before it waits for anything.
 func (j *Journal) AppendQuiet(rec Record) (Ticket, error) {
-	b, err := j.enqueue(rec, appendQuiet)
+	how := appendQuiet
+	if j.opts.Sync.mode == modeAlways {
+		how = appendWake // WriteQueued could never write it: no need to wait for it
+	}
+	b, err := j.enqueue(rec, how)
 	return Ticket{b: b}, err
 }
 
@@ -27,7 +31,7 @@ func (j *Journal) AppendQuiet(rec Record) (Ticket, error) {
 func (j *Journal) WriteQueued() bool {
 	j.mu.Lock()
 	if len(j.queue) == 0 {
-		j.quiet = false
+		j.quiet, j.handed = false, false
 		j.mu.Unlock()
 		return false
 	}
@@ -36,18 +40,24 @@ func (j *Journal) WriteQueued() bool {
 		j.mu.Unlock()
 		return false
 	}
-	j.quiet = false
 	batches, err := j.takeLocked()
 	j.mu.Unlock()
 	j.process(batches, err)
 	return true
 }
 
-// inlineLocked reports whether writing the queue costs only writes: no
-// fsync by policy or request, no new segment file, not closing. With
-// nobody writing, f and fseq are stable to read under mu.
+// inlineMax bounds what WriteQueued writes on the caller's goroutine: a
+// batch of small records. A large record, or a queue that grew behind a
+// busy writer, goes to the writer goroutine, so one write(2) cannot stall
+// an event loop for long.
+const inlineMax = 256 << 10
+
+// inlineLocked reports whether writing the queue costs only a short
+// write: no fsync by policy or request, no new segment file, not closing,
+// at most inlineMax bytes. With nobody writing, f and fseq are stable to
+// read under mu.
 func (j *Journal) inlineLocked() bool {
-	if j.opts.Sync.mode == modeAlways || j.closing {
+	if j.opts.Sync.mode == modeAlways || j.closing || j.pending > inlineMax {
 		return false
 	}
 	for _, b := range j.queue {
@@ -60,9 +70,10 @@ func (j *Journal) inlineLocked() bool {
 
 // releaseQuietLocked hands what is queued to the writer goroutine: an
 // append that wants it written soon, or a wait for queue space, which
-// only a write gives back.
+// only a write gives back. The hand-off holds until a writer takes the
+// queue, whatever AppendQuiet queues meanwhile.
 func (j *Journal) releaseQuietLocked() {
-	j.quiet = false
+	j.handed = true
 	if !j.writing && len(j.queue) > 0 {
 		j.wake.Signal()
 	}

@@ -238,3 +238,133 @@ func TestQuietRecordsDoNotHoldOthers(t *testing.T) {
 		j.WriteQueued()
 	})
 }
+
+// blockedWriter opens a journal under policy whose first fsync after
+// arm() blocks until release is closed, so a Sync can keep the writer
+// role busy for as long as a test needs.
+func blockedWriter(t *testing.T, policy SyncPolicy) (j *Journal, arm func(), entered <-chan struct{}, release chan struct{}) {
+	t.Helper()
+	in := make(chan struct{}, 1)
+	release = make(chan struct{})
+	var armed, first atomic.Bool
+	first.Store(true)
+	j, _, err := Open(t.TempDir(), Options{Sync: policy, Clock: clock.NewFake(time.Unix(0, 0)),
+		Logger: quietLogger, syncFile: func(f *os.File) error {
+			if armed.Load() && first.Swap(false) {
+				in <- struct{}{}
+				<-release
+			}
+			return f.Sync()
+		}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j, func() { armed.Store(true) }, in, release
+}
+
+// TestQuietHandOffHolds: once WriteQueued or a waiting Sync has handed the
+// queue to the writer goroutine, the loop's next AppendQuiet does not take
+// it back: the writer writes everything queued as soon as the busy writer
+// is done, with no further WriteQueued.
+func TestQuietHandOffHolds(t *testing.T) {
+	t.Run("WriteQueued behind a busy writer", func(t *testing.T) {
+		j, arm, entered, release := blockedWriter(t, Never)
+		arm()
+		if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
+			t.Fatal(err)
+		}
+		go j.Sync() // the busy writer, in its fsync
+		<-entered
+		t1, err := j.AppendQuiet(Record{Key: 2, Kind: Full})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.WriteQueued() {
+			t.Fatal("WriteQueued wrote while another writer was busy")
+		}
+		t2, err := j.AppendQuiet(Record{Key: 3, Kind: Full}) // the loop's next batch
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		awaitDone(t, t1)
+		awaitDone(t, t2)
+	})
+	t.Run("Sync behind a busy writer", func(t *testing.T) {
+		j, arm, entered, release := blockedWriter(t, Never)
+		arm()
+		if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
+			t.Fatal(err)
+		}
+		go j.Sync() // the busy writer, in its fsync
+		<-entered
+		if _, err := j.AppendQuiet(Record{Key: 2, Kind: Full}); err != nil {
+			t.Fatal(err)
+		}
+		synced := make(chan error, 1)
+		go func() { synced <- j.Sync() }() // the tick, or compaction
+		// Wait until that Sync has handed the queue over, then queue more.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			j.mu.Lock()
+			handed := j.handed
+			j.mu.Unlock()
+			if handed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the second Sync never handed the queue to the writer")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := j.AppendQuiet(Record{Key: 3, Kind: Full}); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		select {
+		case err := <-synced:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Sync still waits 5 s after the busy writer finished: a later AppendQuiet took the hand-off back")
+		}
+	})
+	t.Run("always", func(t *testing.T) {
+		// Under the always policy nothing is ever written inline, so
+		// AppendQuiet hands its records to the writer at once.
+		j, _, _, _ := blockedWriter(t, Always)
+		tk, err := j.AppendQuiet(Record{Key: 1, Kind: Full})
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitDone(t, tk)
+	})
+}
+
+// TestWriteQueuedLeavesLargeWrites: a queue over inlineMax goes to the
+// writer goroutine, so one write cannot stall the caller's event loop for
+// long.
+func TestWriteQueuedLeavesLargeWrites(t *testing.T) {
+	j, _, err := Open(t.TempDir(), Options{Sync: Never, Logger: quietLogger}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	tk, err := j.AppendQuiet(Record{Key: 1, Kind: Full, Data: make([]byte, inlineMax+1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.WriteQueued() {
+		t.Fatal("WriteQueued wrote a record larger than inlineMax inline")
+	}
+	awaitDone(t, tk)
+	small, err := j.AppendQuiet(Record{Key: 2, Kind: Full, Data: make([]byte, 100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.WriteQueued() || !done(small) {
+		t.Fatal("a small record after it was not written inline")
+	}
+}

@@ -68,6 +68,7 @@ type Journal struct {
 	pending  int64     // bytes queued or being written
 	writing  bool      // someone owns the file (see batch)
 	quiet    bool      // AppendQuiet queued records that wait for WriteQueued (inline.go)
+	handed   bool      // the queue was handed to the writer goroutine: quiet no longer holds it back
 	segs     []segment // every segment, ascending; the last is the head
 	closing  bool
 	failed   error

@@ -93,7 +93,7 @@ func (j *Journal) lead(b *batch) {
 		// The writer goroutine, which the busy writer wakes when it is
 		// done, must take b then, even if it was queued with quiet records
 		// (inline.go): the caller is waiting.
-		j.quiet = false
+		j.handed = true
 		j.mu.Unlock()
 		return
 	}
@@ -108,7 +108,7 @@ func (j *Journal) runWriter() {
 	defer close(j.writerDone)
 	for {
 		j.mu.Lock()
-		for j.writing || (len(j.queue) == 0 || j.quiet) && !j.closing {
+		for j.writing || (len(j.queue) == 0 || j.quiet && !j.handed) && !j.closing {
 			j.wake.Wait()
 		}
 		if len(j.queue) == 0 { // closing, and everything is written
@@ -132,6 +132,7 @@ func (j *Journal) takeLocked() ([]*batch, error) {
 		b.taken = true
 	}
 	j.writing = true
+	j.quiet, j.handed = false, false // what they held back is taken
 	return batches, j.failed
 }
 
