@@ -2,6 +2,7 @@ package journal
 
 import (
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,28 +171,7 @@ func TestWriteQueuedLeavesFsyncs(t *testing.T) {
 // waiting forever for room.
 func TestQuietRecordsDoNotHoldOthers(t *testing.T) {
 	t.Run("sync behind a busy writer", func(t *testing.T) {
-		block := make(chan struct{})
-		entered := make(chan struct{}, 1)
-		var armed, first atomic.Bool
-		first.Store(true)
-		j, _, err := Open(t.TempDir(), Options{Sync: Interval(time.Hour), Clock: clock.NewFake(time.Unix(0, 0)),
-			Logger: quietLogger, syncFile: func(f *os.File) error {
-				if armed.Load() && first.Swap(false) {
-					entered <- struct{}{}
-					<-block // the first fsync takes until the test lets it go
-				}
-				return f.Sync()
-			}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer j.Close()
-		armed.Store(true)
-		if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
-			t.Fatal(err)
-		}
-		go j.Sync() // becomes the busy writer, in its fsync
-		<-entered
+		j, release := busyWriter(t, Interval(time.Hour))
 		if _, err := j.AppendQuiet(Record{Key: 2, Kind: Full}); err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +179,7 @@ func TestQuietRecordsDoNotHoldOthers(t *testing.T) {
 		go func() { synced <- j.Sync() }() // finds the writer busy
 		appended := make(chan error, 1)
 		go func() { appended <- j.Append(Record{Key: 3, Kind: Full}) }()
-		close(block)
+		release()
 		for name, ch := range map[string]chan error{"Sync": synced, "Append": appended} {
 			select {
 			case err := <-ch:
@@ -239,20 +219,20 @@ func TestQuietRecordsDoNotHoldOthers(t *testing.T) {
 	})
 }
 
-// blockedWriter opens a journal under policy whose first fsync after
-// arm() blocks until release is closed, so a Sync can keep the writer
-// role busy for as long as a test needs.
-func blockedWriter(t *testing.T, policy SyncPolicy) (j *Journal, arm func(), entered <-chan struct{}, release chan struct{}) {
+// busyWriter opens a journal under policy and makes a Sync the busy
+// writer: it holds the writer role, blocked in its fsync, until release is
+// called.
+func busyWriter(t *testing.T, policy SyncPolicy) (j *Journal, release func()) {
 	t.Helper()
-	in := make(chan struct{}, 1)
-	release = make(chan struct{})
+	entered := make(chan struct{}, 1)
+	block := make(chan struct{})
 	var armed, first atomic.Bool
 	first.Store(true)
 	j, _, err := Open(t.TempDir(), Options{Sync: policy, Clock: clock.NewFake(time.Unix(0, 0)),
 		Logger: quietLogger, syncFile: func(f *os.File) error {
 			if armed.Load() && first.Swap(false) {
-				in <- struct{}{}
-				<-release
+				entered <- struct{}{}
+				<-block
 			}
 			return f.Sync()
 		}}, nil)
@@ -260,7 +240,15 @@ func blockedWriter(t *testing.T, policy SyncPolicy) (j *Journal, arm func(), ent
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	return j, func() { armed.Store(true) }, in, release
+	armed.Store(true)
+	if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
+		t.Fatal(err)
+	}
+	go j.Sync()
+	<-entered
+	release = sync.OnceFunc(func() { close(block) })
+	t.Cleanup(release) // before Close, which waits for the writer
+	return j, release
 }
 
 // TestQuietHandOffHolds: once WriteQueued or a waiting Sync has handed the
@@ -269,13 +257,7 @@ func blockedWriter(t *testing.T, policy SyncPolicy) (j *Journal, arm func(), ent
 // is done, with no further WriteQueued.
 func TestQuietHandOffHolds(t *testing.T) {
 	t.Run("WriteQueued behind a busy writer", func(t *testing.T) {
-		j, arm, entered, release := blockedWriter(t, Never)
-		arm()
-		if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
-			t.Fatal(err)
-		}
-		go j.Sync() // the busy writer, in its fsync
-		<-entered
+		j, release := busyWriter(t, Never)
 		t1, err := j.AppendQuiet(Record{Key: 2, Kind: Full})
 		if err != nil {
 			t.Fatal(err)
@@ -287,18 +269,12 @@ func TestQuietHandOffHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		close(release)
+		release()
 		awaitDone(t, t1)
 		awaitDone(t, t2)
 	})
 	t.Run("Sync behind a busy writer", func(t *testing.T) {
-		j, arm, entered, release := blockedWriter(t, Never)
-		arm()
-		if _, err := j.AppendAsync(Record{Key: 1, Kind: Full}); err != nil {
-			t.Fatal(err)
-		}
-		go j.Sync() // the busy writer, in its fsync
-		<-entered
+		j, release := busyWriter(t, Never)
 		if _, err := j.AppendQuiet(Record{Key: 2, Kind: Full}); err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +297,7 @@ func TestQuietHandOffHolds(t *testing.T) {
 		if _, err := j.AppendQuiet(Record{Key: 3, Kind: Full}); err != nil {
 			t.Fatal(err)
 		}
-		close(release)
+		release()
 		select {
 		case err := <-synced:
 			if err != nil {
@@ -334,7 +310,11 @@ func TestQuietHandOffHolds(t *testing.T) {
 	t.Run("always", func(t *testing.T) {
 		// Under the always policy nothing is ever written inline, so
 		// AppendQuiet hands its records to the writer at once.
-		j, _, _, _ := blockedWriter(t, Always)
+		j, _, err := Open(t.TempDir(), Options{Sync: Always, Logger: quietLogger}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
 		tk, err := j.AppendQuiet(Record{Key: 1, Kind: Full})
 		if err != nil {
 			t.Fatal(err)
