@@ -15,6 +15,10 @@
 #   ENDPOINT [a jobgate-bench otlp-sink started here]: export there instead;
 #     http://127.0.0.1:9 (a closed port) encodes every span and fails every
 #     post, which takes the sink's CPU out of the measurement
+#   GATEWAY [0]: 1 puts each jobgate in front of its own real gearmand
+#     (--threads=0) and beanstalkd (-gearman-upstream, -beanstalk-upstream),
+#     started fresh every round, so the traced path is the gateway's; the
+#     server CPU column is then the gateway's
 #   OUT [a temporary directory]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +30,8 @@ WORKERS=${WORKERS:-4}
 BODY=${BODY:-100}
 SAMPLER=${SAMPLER:-always_on}
 RATIO=${RATIO:-1}
+GATEWAY=${GATEWAY:-0}
+GEARMAND=${GEARMAND:-$(command -v gearmand || echo /usr/sbin/gearmand)}
 OUT=${OUT:-$(mktemp -d /tmp/bench-tracing.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -33,15 +39,33 @@ go build -o "$OUT/jobgate" ./cmd/jobgate
 go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 . "$(dirname "$0")/bench-lib.sh"
 
-SINK_PID="" OFF_PID="" ON_PID=""
+SINK_PID="" OFF_PID="" ON_PID="" UP_PIDS=""
 stop_all() {
-	stop_pids $OFF_PID $ON_PID $SINK_PID
-	OFF_PID="" ON_PID="" SINK_PID=""
+	stop_pids $OFF_PID $ON_PID $UP_PIDS $SINK_PID
+	OFF_PID="" ON_PID="" UP_PIDS="" SINK_PID=""
 }
 trap stop_all EXIT
 stop_jobgates() {
-	stop_pids $OFF_PID $ON_PID
-	OFF_PID="" ON_PID=""
+	stop_pids $OFF_PID $ON_PID $UP_PIDS
+	OFF_PID="" ON_PID="" UP_PIDS=""
+}
+
+# upstream_args starts a fresh gearmand and beanstalkd when GATEWAY=1 and
+# sets UPSTREAM to the jobgate flags that route everything to them.
+upstream_args() {
+	UPSTREAM=""
+	[ "$GATEWAY" = 1 ] || return 0
+	local gm bs
+	gm=$(free_port)
+	"$GEARMAND" --threads=0 --listen=127.0.0.1 --port="$gm" --log-file=none >>"$OUT/upstream.log" 2>&1 &
+	UP_PIDS="$UP_PIDS $!"
+	bs=$(free_port)
+	while [ "$bs" = "$gm" ]; do bs=$(free_port); done
+	beanstalkd -l 127.0.0.1 -p "$bs" >>"$OUT/upstream.log" 2>&1 &
+	UP_PIDS="$UP_PIDS $!"
+	wait_port "$gm"
+	wait_port "$bs"
+	UPSTREAM="-gearman-upstream 127.0.0.1:$gm -beanstalk-upstream 127.0.0.1:$bs"
 }
 
 if [ -z "${ENDPOINT:-}" ]; then
@@ -84,9 +108,13 @@ start_one() {
 }
 
 start_jobgates() {
-	start_one off
+	upstream_args
+	# shellcheck disable=SC2086 # UPSTREAM is a list of flags
+	start_one off $UPSTREAM
 	OFF_PID=$PID OFF_GM=$GM OFF_BS=$BS
-	start_one on -config "$OUT/on.yaml"
+	upstream_args
+	# shellcheck disable=SC2086
+	start_one on -config "$OUT/on.yaml" $UPSTREAM
 	ON_PID=$PID ON_GM=$GM ON_BS=$BS
 }
 
@@ -109,7 +137,7 @@ stop_pids $SINK_PID
 SINK_PID=""
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds=$ROUNDS duration=$DURATION sampler=$SAMPLER ratio=$RATIO; medians of the rounds; raw runs in $OUT; sink: $(tail -1 "$OUT/sink.log")"
+echo "rounds=$ROUNDS duration=$DURATION sampler=$SAMPLER ratio=$RATIO gateway=$GATEWAY; medians of the rounds; raw runs in $OUT; sink: $(tail -1 "$OUT/sink.log")"
 awk '
 function median(list,   n, i, j, t, a) {
 	n = split(list, a, " ")
