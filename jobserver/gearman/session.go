@@ -262,10 +262,9 @@ func (s *Session) handleLocked(p *codec.Packet) error {
 	case codec.WorkFail:
 		s.workDone(p.Type, a[0], nil)
 	case codec.SetClientID:
+		// An empty id is listed empty, as gearmand does; "-" is only for
+		// a connection that never set one.
 		s.id = string(a[0])
-		if s.id == "" {
-			s.id = "-"
-		}
 	default:
 		// Responses sent as requests, ALL_YOURS, type 5 and unknown types.
 		e.emitError(s, "INVALID_COMMAND", "Command not expected")
