@@ -324,15 +324,16 @@ func (s *Session) getStatus(h []byte) {
 	e.emit(s, codec.StatusRes, h, one, boolArg(j.state == stateRunning), b[:n], b[n:])
 }
 
-// getStatusUnique answers GET_STATUS_UNIQUE: the first job with that
-// unique id in any function, with its client count.
+// getStatusUnique answers GET_STATUS_UNIQUE: the newest job with that
+// unique id in any function (as gearmand, whose unique hash chains put
+// the newest job first), with its client count.
 func (s *Session) getStatusUnique(u []byte) {
 	e := s.e
 	var j *job
 	for _, f := range e.funcList {
 		if f.uniq != nil {
-			if j = f.uniq[string(u)]; j != nil {
-				break
+			if k := f.uniq[string(u)]; k != nil && (j == nil || k.id > j.id) {
+				j = k
 			}
 		}
 	}
