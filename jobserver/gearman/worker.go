@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,10 +19,18 @@ func (s *Session) canDo(name []byte, timeout time.Duration) {
 		}
 	}
 	s.abilities = append(s.abilities, ability{fn: f, timeout: timeout})
-	f.workers = append(f.workers, s)
+	f.addWorker(s)
 	if s.wakeable() {
 		f.sleepers++
 	}
+}
+
+// addWorker puts s on f's worker list just before the next wakeup's
+// starting point, so that it takes the last turn, as in gearmand's ring
+// of workers.
+func (f *function) addWorker(s *Session) {
+	f.workers = slices.Insert(f.workers, f.wake, s)
+	f.wake = (f.wake + 1) % len(f.workers)
 }
 
 // cantDo unregisters a function; jobs of it this worker holds are requeued.
