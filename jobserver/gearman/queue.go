@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"slices"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -181,15 +182,14 @@ func (e *Engine) assign(s *Session, j *job) {
 	}
 }
 
-// unassign detaches a running job from its worker.
+// unassign detaches a running job from its worker. s.running stays in
+// grab order: a worker that gives its jobs up requeues them newest first,
+// as gearmand does.
 func (e *Engine) unassign(j *job) {
 	s := j.worker
 	for i, r := range s.running {
 		if r == j {
-			last := len(s.running) - 1
-			s.running[i] = s.running[last]
-			s.running[last] = nil
-			s.running = s.running[:last]
+			s.running = slices.Delete(s.running, i, i+1)
 			break
 		}
 	}
