@@ -269,9 +269,11 @@ func (g *gdGen) malformed(req gdRequest) gdRequest {
 
 // adminCommand returns an admin line. maxqueue goes only to functions both
 // servers know: gearmand ignores it for others, jobgate applies it (a
-// deliberate difference, protocols/README.md).
+// deliberate difference, protocols/README.md). create function ends in
+// CRLF: with a bare LF gearmand 1.1.20 drops the name's last byte (a bug,
+// protocols/README.md).
 func (g *gdGen) adminCommand() string {
-	switch g.rng.IntN(9) {
+	switch g.rng.IntN(16) {
 	case 0:
 		return "workers\n"
 	case 1:
@@ -280,9 +282,9 @@ func (g *gdGen) adminCommand() string {
 		return "show jobs\n"
 	case 3:
 		return "show unique jobs\n"
-	case 4:
+	case 4, 5:
 		var known []string
-		for _, fn := range gdFunctions {
+		for _, fn := range append(gdFunctions, "made") {
 			if g.seen[fn] {
 				known = append(known, fn)
 			}
@@ -291,20 +293,53 @@ func (g *gdGen) adminCommand() string {
 			return "maxqueue\n"
 		}
 		return "maxqueue " + g.pick(known) + g.pick([]string{" 2", " 0", "", " 1 2 3", " 100"}) + "\n"
-	case 5:
-		return "version\n"
+	case 6:
+		return g.pick([]string{"version\n", "getpid\n", "verbose\n"})
+	case 7:
+		// Skip: only jobs no server has (ERR UNKNOWN_JOB). gearmand
+		// cancels by marking the job "ignore": a queued one stays in
+		// "status" and "show jobs" (and known to GET_STATUS) until a
+		// worker's grab reaches it, and the clients of a running one get
+		// WORK_FAIL and then its worker's WORK_COMPLETE too. jobgate
+		// removes a queued job at once and detaches the clients.
+		return "cancel job " + gdUnknownHandle + "1\n"
+	case 8:
+		return "create function " + g.pick([]string{"made", "f", "g"}) + "\r\n"
+	case 9:
+		return "drop function " + g.pick([]string{"made", "f", "g", "h", "nope"}) + "\n"
+	case 10:
+		return g.pick([]string{"bogus\n", "\n", "show\n", "show foo\n", "STATUS\r\n", "Workers\n", "cancel job\n", "create\n", "drop\n"})
 	default:
 		return "status\n"
 	}
 }
 
-// multiGrab returns the abilities of the grabbing connection when req is a
-// grab by a worker with more than one (see gdRun), else nil.
-func (g *gdGen) multiGrab(req gdRequest) []string {
+// precheck returns, for a request whose fate depends on the jobs queued,
+// a function that tells from a "status" listing whether to leave it out;
+// nil for other requests.
+//   - Skip: gearmand 1.1.20 hands a worker the jobs of its functions in the
+//     order it registered them, jobgate the highest priority across all
+//     (as gearmand 2.0 does; see the transcript "priority is global across
+//     a worker's functions"). So a grab by a worker with jobs waiting in
+//     two or more of its functions is left out.
+//   - Skip: gearmand's "drop function" leaves the function's jobs behind
+//     (GET_STATUS still knows them; their memory points to a freed
+//     function), jobgate fails and removes them. So a function is dropped
+//     only when it has no jobs.
+func (g *gdGen) precheck(req gdRequest) func(status string) bool {
+	if fn, ok := strings.CutPrefix(req.admin, "drop function "); ok {
+		fn = strings.TrimSpace(fn)
+		return func(status string) bool {
+			return strings.Contains("\n"+status, "\n"+fn+"\t") && !strings.Contains("\n"+status, "\n"+fn+"\t0\t")
+		}
+	}
+	if req.admin != "" || req.raw != "" {
+		return nil
+	}
 	switch req.typ {
 	case codec.GrabJob, codec.GrabJobUniq, codec.GrabJobAll:
-		if req.admin == "" && req.raw == "" && len(g.abilities[req.conn]) > 1 {
-			return g.abilities[req.conn]
+		if fns := g.abilities[req.conn]; len(fns) > 1 {
+			return func(status string) bool { return gdWaiting(status, fns) > 1 }
 		}
 	}
 	return nil
@@ -328,8 +363,19 @@ func gdWaiting(status string, fns []string) int {
 	return n
 }
 
-// saw updates the generator with a step sent and its (masked) outputs.
-func (g *gdGen) saw(req gdRequest, outs [][]gdPacket) {
+// saw updates the generator with a step sent, its admin reply and its
+// (masked) outputs.
+func (g *gdGen) saw(req gdRequest, reply string, outs [][]gdPacket) {
+	if fn, ok := strings.CutPrefix(req.admin, "create function "); ok && reply == "OK\r\n" {
+		g.seen[strings.TrimSpace(fn)] = true
+	}
+	if fn, ok := strings.CutPrefix(req.admin, "drop function "); ok && reply == "OK\r\n" {
+		delete(g.seen, strings.TrimSpace(fn))
+	}
+	if req.admin != "" {
+		g.sawOutputs(outs)
+		return
+	}
 	c := req.conn
 	if req.close || req.fatal {
 		g.abilities[c], g.assigned[c], g.waiting[c] = nil, nil, nil
@@ -353,11 +399,6 @@ func (g *gdGen) saw(req gdRequest, outs [][]gdPacket) {
 	}
 	if req.close || req.fatal {
 		g.holding[c], g.sleeping[c], g.woken[c] = nil, false, false
-	}
-	for i, out := range outs {
-		if slices.ContainsFunc(out, func(p gdPacket) bool { return p.typ == codec.Noop }) {
-			g.woken[i] = true
-		}
 	}
 	switch req.typ {
 	case codec.CanDo, codec.CanDoTimeout:
@@ -392,10 +433,18 @@ func (g *gdGen) saw(req gdRequest, outs [][]gdPacket) {
 			g.holding[c][p.args[0]] = p.args[1]
 		}
 	}
+	g.sawOutputs(outs)
+}
+
+// sawOutputs notes the foreground jobs finished and the workers woken.
+func (g *gdGen) sawOutputs(outs [][]gdPacket) {
 	for i, out := range outs {
 		for _, p := range out {
-			if p.typ == codec.WorkComplete || p.typ == codec.WorkFail {
+			switch p.typ {
+			case codec.WorkComplete, codec.WorkFail:
 				delete(g.waiting[i], p.args[0])
+			case codec.Noop:
+				g.woken[i] = true
 			}
 		}
 	}
@@ -409,10 +458,10 @@ var gdWorkersLine = regexp.MustCompile(`^\d+ (\S+ \S* :)(.*)$`)
 //   - "workers": the file descriptor differs by process; a worker's
 //     functions are sorted for the same reason as the lines;
 //   - "show jobs": handles as in maskPacket;
-//   - "version": the servers' versions differ.
+//   - "version" and "getpid": they differ by server and process.
 func (s *gdServer) maskAdmin(line, got string) string {
-	cmd := strings.TrimSpace(line)
-	if cmd == "version" && strings.HasPrefix(got, "OK ") {
+	cmd := strings.ToLower(strings.TrimSpace(line)) // commands are case-insensitive
+	if (cmd == "version" || cmd == "getpid") && strings.HasPrefix(got, "OK ") {
 		return "OK *\n"
 	}
 	body, ok := strings.CutSuffix(got, ".\n")

@@ -123,39 +123,24 @@ func gdReplay(t *testing.T, reqs []gdRequest, show bool) bool {
 		}
 	}()
 	for step, req := range reqs {
-		last := step == len(reqs)-1
-		if req.admin != "" {
-			var replies []string
-			for _, s := range servers {
-				got, err := s.adminDo(req.admin)
-				if err != nil {
-					return false
-				}
-				replies = append(replies, got)
-			}
-			if show {
-				t.Logf("%d %s\n  jobgate:  %q\n  gearmand: %q", step, req, replies[0], replies[1])
-			}
-			if replies[0] != replies[1] {
-				return last
-			}
-			continue
-		}
 		outs := make([][][]gdPacket, len(servers))
+		replies := make([]string, len(servers))
 		for i, s := range servers {
-			o, err := s.do(req, step)
+			o, reply, err := s.do(req, step)
 			if err != nil {
 				return false
 			}
-			outs[i] = o
+			outs[i], replies[i] = o, reply
 		}
 		if show {
-			t.Logf("%d %s\n  jobgate:  %v\n  gearmand: %v", step, req, outs[0], outs[1])
+			t.Logf("%d %s\n  jobgate:  %q %v\n  gearmand: %q %v", step, req, replies[0], outs[0], replies[1], outs[1])
 		}
+		same := replies[0] == replies[1]
 		for c := range gdConns {
-			if !slices.EqualFunc(outs[0][c], outs[1][c], gdPacketEqual) {
-				return last
-			}
+			same = same && slices.EqualFunc(outs[0][c], outs[1][c], gdPacketEqual)
+		}
+		if !same {
+			return step == len(reqs)-1
 		}
 	}
 	return false
