@@ -3,6 +3,7 @@ package gearman
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -216,7 +217,10 @@ func (s *Session) handleLocked(p *codec.Packet) error {
 		// (run now).
 		when := parseLeadingInt(a[2])
 		var at int64
-		if when > 0 {
+		switch {
+		case when > math.MaxInt64/int64(time.Second):
+			at = math.MaxInt64 // after 2262: never, rather than overflow into the past
+		case when > 0:
 			at = when * int64(time.Second)
 		}
 		s.submit(a[0], a[1], a[3], prioNormal, true, at, nil)
