@@ -371,11 +371,13 @@ func boolArg(b bool) []byte {
 	return zero
 }
 
-// parseLeadingInt reads an optional sign and leading decimal digits like
-// strtoll, returning 0 when there are none.
+// parseLeadingInt reads leading white space, an optional sign and decimal
+// digits like strtoll, returning 0 when there are none and saturating at
+// the int64 limits (gearmand's atoi is strtol cut to an int, so a huge
+// WORK_STATUS numerator reads as 4294967295).
 func parseLeadingInt(b []byte) int64 {
 	i := 0
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+	for i < len(b) && (b[i] == ' ' || (b[i] >= '\t' && b[i] <= '\r')) {
 		i++
 	}
 	neg := false
@@ -383,15 +385,24 @@ func parseLeadingInt(b []byte) int64 {
 		neg = b[i] == '-'
 		i++
 	}
-	var n int64
+	const limit = uint64(1) << 63 // -MinInt64; MaxInt64+1
+	var n uint64
+	over := false
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		if n > (1<<62)/10 {
-			break
+		d := uint64(b[i] - '0')
+		if over || n > (limit-d)/10 {
+			over = true
+			continue
 		}
-		n = n*10 + int64(b[i]-'0')
+		n = n*10 + d
 	}
-	if neg {
-		return -n
+	switch {
+	case neg && (over || n == limit):
+		return math.MinInt64
+	case neg:
+		return -int64(n)
+	case over || n >= limit:
+		return math.MaxInt64
 	}
-	return n
+	return int64(n)
 }

@@ -172,7 +172,9 @@ func (s *Session) workStatus(h, num, den []byte) {
 		return
 	}
 	j.num = atou32(num)
-	j.den = atou32(den)
+	// gearmand copies the denominator into an 11-byte buffer first, so it
+	// reads at most 10 bytes of it.
+	j.den = atou32(den[:min(len(den), 10)])
 	for a := j.clients; a != nil; a = a.jnext {
 		e.emit(a.s, codec.WorkStatus, h, num, den)
 	}
