@@ -35,7 +35,7 @@ var (
 	// but keeps 63 of them plus a NUL, which it then sends in
 	// JOB_ASSIGN_UNIQ (a gearmand bug; jobgate keeps all 64).
 	gdUniques = []string{"", "", "", "u1", "u2", "-", strings.Repeat("u", 63)}
-	gdData    = []string{"a", "b", ""}
+	gdData    = []string{"a", "b", "", "u1"}
 )
 
 // gdGen makes the random requests. It keeps what it needs to aim them: the
@@ -155,7 +155,13 @@ func (g *gdGen) random() gdRequest {
 		case 1:
 			return pkt(codec.WorkWarning, h, d)
 		case 2:
-			return pkt(codec.WorkStatus, h, g.pick([]string{"1", "50", "x"}), g.pick([]string{"2", "100", ""}))
+			// Skip: denominators of at most 11 bytes. gearmand copies it
+			// into an 11-byte buffer and closes the connection when it is
+			// longer; jobgate reads its first 10 bytes, as gearmand does
+			// with 11.
+			return pkt(codec.WorkStatus, h,
+				g.pick([]string{"1", "50", "x", "-1", " 7x", "4294967296", "99999999999999999999", "-99999999999999999999"}),
+				g.pick([]string{"2", "100", "", "-1", "12345678901", "+5"}))
 		case 3:
 			return pkt(codec.WorkFail, h)
 		case 4:
@@ -167,7 +173,7 @@ func (g *gdGen) random() gdRequest {
 		if g.rng.IntN(2) == 0 {
 			return pkt(codec.GetStatus, g.handle(conn))
 		}
-		return pkt(codec.GetStatusUnique, g.pick([]string{"u1", "u2", "nope"}))
+		return pkt(codec.GetStatusUnique, g.pick([]string{"u1", "u2", "nope", "a", "b", ""}))
 	case r < 31:
 		return pkt(codec.OptionReq, g.pick([]string{"exceptions", "EXCEPTIONS", "exceptions", "nonsense", ""}))
 	case r < 32:
@@ -221,9 +227,11 @@ func (g *gdGen) submit(req gdRequest) gdRequest {
 		// low-priority jobs (a gearmand bug; jobgate keeps future jobs
 		// out of the queues).
 		req.typ = codec.SubmitJobEpoch
-		req.args = []string{fn, uniq, "1000", data}
+		req.args = []string{fn, uniq, g.pick([]string{"1000", "-5", "abc", ""}), data}
 		if g.rng.IntN(2) == 0 {
-			req.args = []string{"later", uniq, "4000000000", data}
+			// Skip: not past the int64 range, where gearmand closes the
+			// connection (strtoll's ERANGE); jobgate takes it as never.
+			req.args = []string{"later", uniq, g.pick([]string{"4000000000", "20000000000", "9223372036854775807"}), data}
 		}
 	case 1:
 		if tooLong {
