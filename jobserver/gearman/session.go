@@ -10,6 +10,10 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 )
 
+// maxClientIDLen is how much of a SET_CLIENT_ID gearmand keeps (its
+// 128-byte buffer with the terminating NUL).
+const maxClientIDLen = 127
+
 // Session is one connection's view of the engine: a client, a worker, an
 // admin, or all three. Its methods are safe for concurrent use, but a
 // connection normally calls them from its read loop only.
@@ -267,8 +271,8 @@ func (s *Session) handleLocked(p *codec.Packet) error {
 		s.workDone(p.Type, a[0], nil)
 	case codec.SetClientID:
 		// An empty id is listed empty, as gearmand does; "-" is only for
-		// a connection that never set one.
-		s.id = string(a[0])
+		// a connection that never set one. gearmand keeps 127 bytes.
+		s.id = string(a[0][:min(len(a[0]), maxClientIDLen)])
 	default:
 		// Responses sent as requests, ALL_YOURS, type 5 and unknown types.
 		e.emitError(s, "INVALID_COMMAND", "Command not expected")
