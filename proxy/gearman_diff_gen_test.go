@@ -141,7 +141,7 @@ func (g *gdGen) random() gdRequest {
 		if g.rng.IntN(2) == 0 {
 			return pkt(codec.ResetAbilities)
 		}
-		return pkt(codec.SetClientID, g.pick([]string{"worker-1", "c2", ""}))
+		return pkt(codec.SetClientID, g.pick([]string{"worker-1", "c2", "", strings.Repeat("i", 130)}))
 	case r < 19:
 		return pkt([]codec.Type{codec.GrabJob, codec.GrabJob, codec.GrabJobUniq, codec.GrabJobAll}[g.rng.IntN(4)])
 	case r < 21:
