@@ -218,6 +218,13 @@ func gdRun(t *testing.T, seed uint64, steps int, subject, ref string) {
 		}
 		s.admin = gdDial(t, s.addr)
 	}
+	defer func() { // and the connections opened again by do
+		for _, s := range servers {
+			for _, c := range s.conns {
+				c.nc.Close()
+			}
+		}
+	}()
 	g := newGdGen(rand.New(rand.NewPCG(seed, 4730)))
 	var history []string
 	fail := func(step int, format string, a ...any) {
