@@ -92,7 +92,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		}
 	case codec.SetClientID:
 		s.mu.Lock()
-		s.clientID = append([]byte(nil), a[0]...)
+		s.clientID = append([]byte{}, a[0]...) // not nil: an empty id is replayed too
 		open := append([]*gwBackend{s.local}, s.backends...)
 		s.mu.Unlock()
 		for _, bs := range open {

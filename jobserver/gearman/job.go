@@ -48,7 +48,7 @@ type job struct {
 	retries   uint8    // failed runs so far
 	bg        bool     // background: no client waits for it
 	cancelled bool     // admin "cancel job" while running: drop on requeue
-	uniqKey   bool     // registered in fn.uniq
+	uniqKey   bool     // registered in fn.uniq or fn.duniq
 	dataKey   bool     // the unique key is the workload (unique "-")
 	journaled bool     // the journal holds a Full record and no Delete of it
 }
@@ -112,6 +112,59 @@ type function struct {
 	wake     int          // round-robin position in workers for wakeups
 	sleepers int          // workers that are wakeable (see Session.wakeable)
 	uniq     map[string]*job
+	// duniq holds the jobs submitted with unique "-", by workload; uniq
+	// the others, by unique id (see index).
+	duniq map[string]*job
+}
+
+// index returns the coalescing index j belongs in: gearmand compares a
+// job's unique id with a unique id, and a "-" submission's workload with
+// the workloads of the jobs it finds, so the two kinds are kept apart.
+func (f *function) index(j *job) *map[string]*job {
+	if j.dataKey {
+		return &f.duniq
+	}
+	return &f.uniq
+}
+
+// addUnique registers j in its coalescing index unless another job holds
+// its key, and reports whether it did.
+func (f *function) addUnique(j *job) bool {
+	k := j.key()
+	if k == "" {
+		return false
+	}
+	m := f.index(j)
+	if *m == nil {
+		*m = make(map[string]*job)
+	}
+	if (*m)[k] != nil {
+		return false
+	}
+	(*m)[k] = j
+	j.uniqKey = true
+	return true
+}
+
+// findUnique returns the job a submission with this unique id and workload
+// coalesces with, as gearmand finds it: a unique id matches a job with
+// that unique id; "-" matches a job whose workload is the same and whose
+// unique id is "-" or that workload (the newer if both).
+func (f *function) findUnique(unique, data []byte) *job {
+	if len(unique) != 1 || unique[0] != '-' {
+		if len(unique) == 0 {
+			return nil
+		}
+		return f.uniq[string(unique)]
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	j := f.duniq[string(data)]
+	if k := f.uniq[string(data)]; k != nil && string(k.data()) == string(data) && (j == nil || k.id > j.id) {
+		j = k
+	}
+	return j
 }
 
 // total is gearmand's job_total: every live job of the function.

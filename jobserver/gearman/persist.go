@@ -258,16 +258,7 @@ func (e *Engine) restore() error {
 			continue // a duplicate key from a foreign Journal
 		}
 		e.jobs[j.id] = j
-		if k := j.key(); k != "" {
-			f := j.fn
-			if f.uniq == nil {
-				f.uniq = make(map[string]*job)
-			}
-			if f.uniq[k] == nil {
-				f.uniq[k] = j
-				j.uniqKey = true
-			}
-		}
+		j.fn.addUnique(j)
 		e.place(j, ats[i])
 	}
 	// Record the counter now, so that a compaction that removes the

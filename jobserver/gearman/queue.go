@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"slices"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -29,33 +30,25 @@ const (
 func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session, at int64, reducer []byte) (j *job, res submitResult, gate uint64) {
 	f := e.function(fnName)
 	dataKey := len(unique) == 1 && unique[0] == '-'
-	var key []byte
-	if dataKey {
-		key = data
-	} else {
-		key = unique
-	}
-	if len(key) > 0 && f.uniq != nil {
-		if j := f.uniq[string(key)]; j != nil {
-			if client != nil {
-				e.attachClient(j, client)
-			}
-			switch {
-			case j.state == statePending:
-				gate = e.flightOf(j)
-			case client == nil && e.jr != nil && !j.journaled:
-				// A background submit coalesced onto a foreground job:
-				// it now has an owner that outlives its clients, so it
-				// must survive a restart like any background job.
-				seq, err := e.journalJob(j, 0, false)
-				if err != nil {
-					return nil, submitFailed, 0
-				}
-				j.bg = true
-				gate = seq
-			}
-			return j, submitExists, gate
+	if j := f.findUnique(unique, data); j != nil {
+		if client != nil {
+			e.attachClient(j, client)
 		}
+		switch {
+		case j.state == statePending:
+			gate = e.flightOf(j)
+		case client == nil && e.jr != nil && !j.journaled:
+			// A background submit coalesced onto a foreground job:
+			// it now has an owner that outlives its clients, so it
+			// must survive a restart like any background job.
+			seq, err := e.journalJob(j, 0, false)
+			if err != nil {
+				return nil, submitFailed, 0
+			}
+			j.bg = true
+			gate = seq
+		}
+		return j, submitExists, gate
 	}
 	if max := f.maxQueue[prio]; max > 0 && f.total() >= max {
 		return nil, submitFull, 0
@@ -76,13 +69,7 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 	}
 	e.jobs[j.id] = j
 	e.traceAttach(j, e.submitCreation)
-	if k := j.key(); k != "" {
-		if f.uniq == nil {
-			f.uniq = make(map[string]*job)
-		}
-		f.uniq[k] = j
-		j.uniqKey = true
-	}
+	f.addUnique(j)
 	if client != nil {
 		e.attachClient(j, client)
 	} else if e.jr != nil {
@@ -181,15 +168,14 @@ func (e *Engine) assign(s *Session, j *job) {
 	}
 }
 
-// unassign detaches a running job from its worker.
+// unassign detaches a running job from its worker. s.running stays in
+// grab order: a worker that gives its jobs up requeues them newest first,
+// as gearmand does.
 func (e *Engine) unassign(j *job) {
 	s := j.worker
 	for i, r := range s.running {
 		if r == j {
-			last := len(s.running) - 1
-			s.running[i] = s.running[last]
-			s.running[last] = nil
-			s.running = s.running[:last]
+			s.running = slices.Delete(s.running, i, i+1)
 			break
 		}
 	}
@@ -306,7 +292,7 @@ func (e *Engine) freeJob(j *job) {
 // dropUnique removes j from its function's coalescing index.
 func (e *Engine) dropUnique(j *job) {
 	if j.uniqKey {
-		delete(j.fn.uniq, j.key())
+		delete(*j.fn.index(j), j.key())
 		j.uniqKey = false
 	}
 }

@@ -3,11 +3,16 @@ package gearman
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 )
+
+// maxClientIDLen is how much of a SET_CLIENT_ID gearmand keeps (its
+// 128-byte buffer with the terminating NUL).
+const maxClientIDLen = 127
 
 // Session is one connection's view of the engine: a client, a worker, an
 // admin, or all three. Its methods are safe for concurrent use, but a
@@ -216,7 +221,10 @@ func (s *Session) handleLocked(p *codec.Packet) error {
 		// (run now).
 		when := parseLeadingInt(a[2])
 		var at int64
-		if when > 0 {
+		switch {
+		case when > math.MaxInt64/int64(time.Second):
+			at = math.MaxInt64 // after 2262: never, rather than overflow into the past
+		case when > 0:
 			at = when * int64(time.Second)
 		}
 		s.submit(a[0], a[1], a[3], prioNormal, true, at, nil)
@@ -262,10 +270,9 @@ func (s *Session) handleLocked(p *codec.Packet) error {
 	case codec.WorkFail:
 		s.workDone(p.Type, a[0], nil)
 	case codec.SetClientID:
-		s.id = string(a[0])
-		if s.id == "" {
-			s.id = "-"
-		}
+		// An empty id is listed empty, as gearmand does; "-" is only for
+		// a connection that never set one. gearmand keeps 127 bytes.
+		s.id = string(a[0][:min(len(a[0]), maxClientIDLen)])
 	default:
 		// Responses sent as requests, ALL_YOURS, type 5 and unknown types.
 		e.emitError(s, "INVALID_COMMAND", "Command not expected")
@@ -325,15 +332,16 @@ func (s *Session) getStatus(h []byte) {
 	e.emit(s, codec.StatusRes, h, one, boolArg(j.state == stateRunning), b[:n], b[n:])
 }
 
-// getStatusUnique answers GET_STATUS_UNIQUE: the first job with that
-// unique id in any function, with its client count.
+// getStatusUnique answers GET_STATUS_UNIQUE: the newest job with that
+// unique id in any function (as gearmand, whose unique hash chains put
+// the newest job first), with its client count.
 func (s *Session) getStatusUnique(u []byte) {
 	e := s.e
 	var j *job
 	for _, f := range e.funcList {
 		if f.uniq != nil {
-			if j = f.uniq[string(u)]; j != nil {
-				break
+			if k := f.uniq[string(u)]; k != nil && (j == nil || k.id > j.id) {
+				j = k
 			}
 		}
 	}
@@ -367,11 +375,13 @@ func boolArg(b bool) []byte {
 	return zero
 }
 
-// parseLeadingInt reads an optional sign and leading decimal digits like
-// strtoll, returning 0 when there are none.
+// parseLeadingInt reads leading white space, an optional sign and decimal
+// digits like strtoll, returning 0 when there are none and saturating at
+// the int64 limits (gearmand's atoi is strtol cut to an int, so a huge
+// WORK_STATUS numerator reads as 4294967295).
 func parseLeadingInt(b []byte) int64 {
 	i := 0
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+	for i < len(b) && (b[i] == ' ' || (b[i] >= '\t' && b[i] <= '\r')) {
 		i++
 	}
 	neg := false
@@ -379,15 +389,24 @@ func parseLeadingInt(b []byte) int64 {
 		neg = b[i] == '-'
 		i++
 	}
-	var n int64
+	const limit = uint64(1) << 63 // -MinInt64; MaxInt64+1
+	var n uint64
+	over := false
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		if n > (1<<62)/10 {
-			break
+		d := uint64(b[i] - '0')
+		if over || n > (limit-d)/10 {
+			over = true
+			continue
 		}
-		n = n*10 + int64(b[i]-'0')
+		n = n*10 + d
 	}
-	if neg {
-		return -n
+	switch {
+	case neg && (over || n == limit):
+		return math.MinInt64
+	case neg:
+		return -int64(n)
+	case over || n >= limit:
+		return math.MaxInt64
 	}
-	return n
+	return int64(n)
 }

@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,10 +19,18 @@ func (s *Session) canDo(name []byte, timeout time.Duration) {
 		}
 	}
 	s.abilities = append(s.abilities, ability{fn: f, timeout: timeout})
-	f.workers = append(f.workers, s)
+	f.addWorker(s)
 	if s.wakeable() {
 		f.sleepers++
 	}
+}
+
+// addWorker puts s on f's worker list just before the next wakeup's
+// starting point, so that it takes the last turn, as in gearmand's ring
+// of workers.
+func (f *function) addWorker(s *Session) {
+	f.workers = slices.Insert(f.workers, f.wake, s)
+	f.wake = (f.wake + 1) % len(f.workers)
 }
 
 // cantDo unregisters a function; jobs of it this worker holds are requeued.
@@ -90,10 +99,12 @@ func (f *function) removeWorker(s *Session) {
 }
 
 // preSleep answers PRE_SLEEP: NOOP at once if a job is waiting, otherwise
-// the worker sleeps until a job for it arrives.
+// the worker sleeps until a job for it arrives. The NOOP at once leaves
+// the sleep state as it was, as in gearmand: a worker still asleep from
+// an earlier PRE_SLEEP (it could not do the job's function then) is woken
+// again by the next job.
 func (s *Session) preSleep() {
 	if s.e.peekAny(s) {
-		s.setWake(false, true)
 		s.e.emit(s, codec.Noop)
 		return
 	}
@@ -161,7 +172,9 @@ func (s *Session) workStatus(h, num, den []byte) {
 		return
 	}
 	j.num = atou32(num)
-	j.den = atou32(den)
+	// gearmand copies the denominator into an 11-byte buffer first, so it
+	// reads at most 10 bytes of it.
+	j.den = atou32(den[:min(len(den), 10)])
 	for a := j.clients; a != nil; a = a.jnext {
 		e.emit(a.s, codec.WorkStatus, h, num, den)
 	}
