@@ -117,16 +117,33 @@ func (s *gearmanSession) Send(p *gearman.Packet) error {
 		// is written by Flush, which sets its own deadline.
 		_ = s.nc.SetWriteDeadline(s.cfg.ioDeadline(0))
 	}
+	// Counted before it is written: a packet that goes straight to the
+	// socket can be answered, and the reply read, before WritePacket
+	// returns. The deadline is armed after the write, which has its own.
+	counted := p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type]
+	first := false
+	if counted {
+		s.mu.Lock()
+		s.outstanding++
+		first = s.outstanding == 1
+		s.mu.Unlock()
+	}
 	if err := s.w.WritePacket(p.Magic, p.Type, p.Args...); err != nil {
 		if errors.Is(err, gearman.ErrInvalidPacket) {
+			if counted {
+				s.mu.Lock()
+				if s.outstanding > 0 { // clamped, as in readLoop
+					s.outstanding--
+				}
+				s.mu.Unlock()
+			}
 			return err // the caller's mistake; nothing was written
 		}
 		return s.fail("write", err)
 	}
-	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
+	if first {
 		s.mu.Lock()
-		s.outstanding++
-		if s.outstanding == 1 {
+		if s.outstanding > 0 { // else answered already
 			s.armLocked()
 		}
 		s.mu.Unlock()
