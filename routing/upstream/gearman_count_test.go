@@ -89,12 +89,14 @@ func TestGearmanReplyDuringSend(t *testing.T) {
 }
 
 // TestGearmanInvalidSendNotCounted: a request Send refuses (the caller's
-// mistake, nothing written) awaits no reply, so it must not arm the I/O
-// timeout; the session still works.
+// mistake, nothing written) awaits no reply, so it must not stay counted;
+// the session still works.
 func TestGearmanInvalidSendNotCounted(t *testing.T) {
 	g := newGearman(t, testutil.StartGearmand(t), time.Second)
 	c, pk := openGearman(t, g)
-	bad := gearman.Packet{Magic: gearman.Req, Type: gearman.SubmitJob, Args: [][]byte{[]byte("f\x00"), nil, nil}}
+	// Larger than the write buffer, so that Send counts it before writing.
+	body := bytes.Repeat([]byte("b"), 4*gearman.DefaultWriterSize)
+	bad := gearman.Packet{Magic: gearman.Req, Type: gearman.SubmitJob, Args: [][]byte{[]byte("f\x00"), nil, body}}
 	if err := c.Send(&bad); !errors.Is(err, gearman.ErrInvalidPacket) {
 		t.Fatalf("Send of %q: %v, want ErrInvalidPacket", bad.Args[0], err)
 	}
