@@ -111,22 +111,46 @@ func (s *gearmanSession) Send(p *gearman.Packet) error {
 	if err := s.failed(); err != nil {
 		return err
 	}
-	if s.cfg.IOTimeout > 0 && wireSize(p) > s.w.Available() {
+	direct := wireSize(p) > s.w.Available()
+	if s.cfg.IOTimeout > 0 && direct {
 		// A packet the buffer cannot take goes (partly) straight to the
 		// socket, so Send can block on a stalled server too; one that fits
 		// is written by Flush, which sets its own deadline.
 		_ = s.nc.SetWriteDeadline(s.cfg.ioDeadline(0))
 	}
+	counted := p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type]
+	// A packet that goes straight to the socket can be answered, and the
+	// reply read, before WritePacket returns: count it first, or the
+	// reply would find nothing to answer and the request would stay
+	// outstanding for ever. Its deadline is still armed after the write,
+	// which has its own.
+	early, first := counted && direct, false
+	if early {
+		s.mu.Lock()
+		s.outstanding++
+		first = s.outstanding == 1
+		s.mu.Unlock()
+	}
 	if err := s.w.WritePacket(p.Magic, p.Type, p.Args...); err != nil {
 		if errors.Is(err, gearman.ErrInvalidPacket) {
+			if early {
+				s.mu.Lock()
+				if s.outstanding > 0 { // clamped, as in readLoop
+					s.outstanding--
+				}
+				s.mu.Unlock()
+			}
 			return err // the caller's mistake; nothing was written
 		}
 		return s.fail("write", err)
 	}
-	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
+	if counted && (!early || first) {
 		s.mu.Lock()
-		s.outstanding++
-		if s.outstanding == 1 {
+		if !early {
+			s.outstanding++
+			first = s.outstanding == 1
+		}
+		if first && s.outstanding > 0 { // zero: answered already
 			s.armLocked()
 		}
 		s.mu.Unlock()
