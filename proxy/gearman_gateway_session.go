@@ -55,7 +55,6 @@ type gwSession struct {
 	actions    []func()              // guarded by mu: to run with no lock held
 	grabNext   int                   // guarded by mu: rotates the first backend a GRAB tries
 	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
-	hbuf       []byte                // guarded by mu: async packets being written
 	traced     map[string]struct{}   // guarded by mu: client handles of traced jobs this worker holds
 	// handleBuf, guarded by mu, holds a handle rewritten for the client.
 	handleBuf [routing.MaxHandleLen + 1]byte
@@ -63,6 +62,9 @@ type gwSession struct {
 	// backend (rehandled); only the request being handled uses them.
 	fwd     codec.Packet
 	fwdArgs [codec.MaxArgs][]byte
+	// fast, owned by the request's handler, is the submit fast path's
+	// cached route (gearman_gateway_fast.go).
+	fast gwFastRoute
 
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
@@ -363,6 +365,13 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	}
 	err = bs.conn.Send(p)
 	bs.sendMu.Unlock()
+	s.sent(bs, r, err)
+	return nil
+}
+
+// sent finishes sending to an upstream session whose Send returned err;
+// r is the reply the request owes, or nil.
+func (s *gwSession) sent(bs *gwBackend, r *gwReply, err error) {
 	switch {
 	case err == nil:
 		bs.dirty.Store(true)
@@ -382,7 +391,6 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	default:
 		s.lost(bs, err)
 	}
-	return nil
 }
 
 // push appends a reply to fifo.
@@ -575,10 +583,14 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 }
 
 // writeLocked writes an async packet from b to the client now.
+// It encodes straight into the connection's output, as WriteText would
+// append it, saving a copy per reply.
 func (s *gwSession) writeLocked(b *routing.Backend, p *codec.Packet) {
-	buf := s.encodeLocked(s.hbuf[:0], b, p)
-	s.c.WriteText(buf)
-	s.hbuf = buf[:0]
+	c := s.c
+	c.mu.Lock()
+	wasEmpty := len(c.out) == 0
+	c.out = s.encodeLocked(c.out, b, p)
+	c.queued(wasEmpty)
 }
 
 // encodeLocked appends p to dst with its job handle, if it has one,

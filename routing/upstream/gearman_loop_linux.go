@@ -190,10 +190,15 @@ func (s *gearmanLoopSession) Ready(events uint32) bool {
 	return true
 }
 
-// read reads the socket once and delivers every whole packet.
+// read reads the socket once and delivers every whole packet. The
+// replies are counted off outstanding once per read, not once per packet
+// under the lock: only the loop reads and runs Expire, and a Send from
+// another goroutine meanwhile only adds to it.
 func (s *gearmanLoopSession) read() {
 	s.canRead = true
 	delivered := false
+	replies := 0
+	defer s.answer(&replies)
 	for {
 		f, err := s.rd.ReadFrame()
 		if err == epoll.ErrWouldBlock {
@@ -210,12 +215,7 @@ func (s *gearmanLoopSession) read() {
 		s.pkt = f.Packet
 		p := &s.pkt
 		if p.Type < gearman.Type(len(isReply)) && isReply[p.Type] {
-			s.mu.Lock()
-			if s.outstanding > 0 {
-				s.outstanding-- // clamped: see gearmanSession.readLoop
-			}
-			s.answered = true
-			s.mu.Unlock()
+			replies++
 		}
 		if s.quiet.Load() {
 			return
@@ -226,6 +226,18 @@ func (s *gearmanLoopSession) read() {
 	if delivered && s.ev.Idle != nil && !s.quiet.Load() {
 		s.ev.Idle()
 	}
+}
+
+// answer takes *n replies off outstanding (clamped at zero: see
+// gearmanSession.readLoop) and notes that replies came, for Expire.
+func (s *gearmanLoopSession) answer(n *int) {
+	if *n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.outstanding = max(s.outstanding-*n, 0)
+	s.answered = true
+	s.mu.Unlock()
 }
 
 func (s *gearmanLoopSession) fail(op string, cause error) {

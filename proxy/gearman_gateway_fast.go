@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"bytes"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/routing"
+)
+
+// The submit fast path. Under pipelining a gateway connection sends the
+// same function over and over to a session that is already open, and the
+// general path (needsOpen, then submit) matched the function's rule twice,
+// ordered the pool, and took the session lock four times per request. For
+// a connection on the event loop, untraced, fastSubmit keeps the last
+// function's backend order and session, checks only what can change
+// between requests (the routing, the backends' availability, the session
+// being alive), and queues the reply in fifo and in the backend's pending
+// list in one critical section. Anything else (no route, a backend to
+// dial, the local engine, a dead session) falls back to the general path,
+// which answers it as before.
+
+// gwFastRoute is the route of the last function a session submitted.
+type gwFastRoute struct {
+	rt    *gwRouting         // the routing it was computed under; nil: none
+	fn    []byte             // the function, a copy
+	order []*routing.Backend // the pool's backends, owner first (Pool.Order)
+	stack [4]*routing.Backend
+	bs    *gwBackend // the session last used; checked before each use
+}
+
+// fastSubmit sends SUBMIT_* p if its backend's session is open and reports
+// whether it did; false leaves everything as it was for the general path.
+// Called by Handle on the event loop, with s.pin set.
+func (s *gwSession) fastSubmit(p *codec.Packet) bool {
+	fn := p.Function()
+	f := &s.fast
+	if f.rt != s.pin || !bytes.Equal(f.fn, fn) {
+		pool := s.pin.cfg.Rules.Match(fn)
+		if pool == nil {
+			f.rt = nil
+			return false // the general path answers "no route"
+		}
+		f.rt = s.pin
+		f.fn = append(f.fn[:0], fn...)
+		f.order = pool.Order(fn, f.stack[:0])
+		f.bs = nil
+	}
+	var b *routing.Backend
+	for _, x := range f.order {
+		if x.Available() {
+			b = x
+			break
+		}
+	}
+	if b == nil || b.ID == routing.LocalID || b.Gearman == nil {
+		return false
+	}
+	bs := f.bs
+	if bs == nil || bs.b != b {
+		if bs = s.find(b); bs == nil {
+			return false // to be dialled: off the loop
+		}
+		f.bs = bs
+	}
+	r := &gwReply{fg: isForeground(p.Type)}
+	bs.sendMu.Lock()
+	s.mu.Lock()
+	if bs.dead || s.closed {
+		s.mu.Unlock()
+		bs.sendMu.Unlock()
+		f.bs = nil
+		return false
+	}
+	s.fifo.push(r)
+	bs.pending.push(r)
+	s.mu.Unlock()
+	err := bs.conn.Send(p)
+	bs.sendMu.Unlock()
+	s.sent(bs, r, err)
+	return true
+}
+
+// isForeground reports whether SUBMIT_* type t starts a job whose client
+// waits for its result.
+func isForeground(t codec.Type) bool {
+	switch t {
+	case codec.SubmitJob, codec.SubmitJobHigh, codec.SubmitJobLow, codec.SubmitReduceJob:
+		return true
+	}
+	return false
+}
