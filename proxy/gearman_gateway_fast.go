@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"sync/atomic"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/routing"
@@ -62,7 +63,6 @@ func (s *gwSession) fastSubmit(p *codec.Packet) bool {
 		}
 		f.bs = bs
 	}
-	r := &gwReply{fg: isForeground(p.Type)}
 	bs.sendMu.Lock()
 	s.mu.Lock()
 	if bs.dead || s.closed {
@@ -71,14 +71,21 @@ func (s *gwSession) fastSubmit(p *codec.Packet) bool {
 		f.bs = nil
 		return false
 	}
+	r := s.newReplyLocked(isForeground(p.Type))
 	s.fifo.push(r)
 	bs.pending.push(r)
 	s.mu.Unlock()
 	err := bs.conn.Send(p)
 	bs.sendMu.Unlock()
 	s.sent(bs, r, err)
+	if h := gwFastHook.Load(); h != nil {
+		(*h)()
+	}
 	return true
 }
+
+// gwFastHook, for tests, runs for each request fastSubmit sends.
+var gwFastHook atomic.Pointer[func()]
 
 // isForeground reports whether SUBMIT_* type t starts a job whose client
 // waits for its result.
@@ -88,4 +95,32 @@ func isForeground(t codec.Type) bool {
 		return true
 	}
 	return false
+}
+
+// gwFreeMax bounds a session's free replies: a pipeline window's worth.
+const gwFreeMax = 64
+
+// newReplyLocked returns a reply for fastSubmit, reused if one is free.
+// Such a reply is referenced only by fifo and the backend's pending list:
+// it has no trace, grab or parent, and is done only once taken off pending
+// (deliver, forget), so once flushFIFOLocked pops it nothing holds it.
+func (s *gwSession) newReplyLocked(fg bool) *gwReply {
+	var r *gwReply
+	if n := len(s.free); n > 0 {
+		r = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	} else {
+		r = &gwReply{}
+	}
+	r.fg, r.recycle = fg, true
+	return r
+}
+
+// freeLocked keeps r, written and off every list, for newReplyLocked.
+func (s *gwSession) freeLocked(r *gwReply) {
+	if len(s.free) < gwFreeMax {
+		*r = gwReply{}
+		s.free = append(s.free, r)
+	}
 }

@@ -65,6 +65,7 @@ type gwSession struct {
 	// fast, owned by the request's handler, is the submit fast path's
 	// cached route (gearman_gateway_fast.go).
 	fast gwFastRoute
+	free []*gwReply // guarded by mu: written fastSubmit replies, for reuse
 
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
@@ -104,6 +105,7 @@ type gwReply struct {
 	done    bool
 	discard bool // a request of the gateway's own (replayed OPTION_REQ): not in fifo
 	fg      bool // a foreground SUBMIT_*: its JOB_CREATED starts a job to watch
+	recycle bool // fastSubmit's: reused once written (gearman_gateway_fast.go)
 	// parent, when not nil, is the GET_STATUS_UNIQUE this reply is one
 	// backend's part of; need counts the parts a parent still waits for
 	// and known says its out is a known job's status.
@@ -411,8 +413,12 @@ func (s *gwSession) answer(t codec.Type, args ...[]byte) {
 // flushFIFOLocked writes the replies at the head of fifo that are done.
 func (s *gwSession) flushFIFOLocked() {
 	for s.fifo.len() > 0 && s.fifo.front().done {
-		if r := s.fifo.pop(); !s.closed && len(r.out) > 0 {
+		r := s.fifo.pop()
+		if !s.closed && len(r.out) > 0 {
 			s.c.WriteText(r.out)
+		}
+		if r.recycle {
+			s.freeLocked(r)
 		}
 	}
 }
