@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"sync/atomic"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -75,7 +76,14 @@ func (s *gwSession) fastSubmit(p *codec.Packet) bool {
 	s.fifo.push(r)
 	bs.pending.push(r)
 	s.mu.Unlock()
-	err := bs.conn.Send(p)
+	rs, ok := bs.conn.(gwRawSender)
+	raw := s.rawOf(p)
+	var err error
+	if ok && raw != nil {
+		err = rs.SendRaw(p, raw) // the bytes as they came: no encoding
+	} else {
+		err = bs.conn.Send(p)
+	}
 	bs.sendMu.Unlock()
 	s.sent(bs, r, err)
 	if h := gwFastHook.Load(); h != nil {
@@ -123,4 +131,29 @@ func (s *gwSession) freeLocked(r *gwReply) {
 		*r = gwReply{}
 		s.free = append(s.free, r)
 	}
+}
+
+// gwRawSender is an upstream session that can forward a request's wire
+// bytes as they came (upstream's loop session).
+type gwRawSender interface {
+	SendRaw(p *codec.Packet, raw []byte) error
+}
+
+// rawOf returns p's wire bytes as the connection's reader decoded them, or
+// nil when p is not the packet it last returned: same type, same size, and
+// the function argument in place in those bytes.
+func (s *gwSession) rawOf(p *codec.Packet) []byte {
+	raw := s.c.rd.LastPacket()
+	if len(raw) <= codec.HeaderSize || len(p.Args) == 0 || len(p.Args[0]) == 0 ||
+		&raw[codec.HeaderSize] != &p.Args[0][0] || codec.Type(binary.BigEndian.Uint32(raw[4:])) != p.Type {
+		return nil
+	}
+	n := len(p.Args) - 1 // the NULs between arguments
+	for _, a := range p.Args {
+		n += len(a)
+	}
+	if len(raw) != codec.HeaderSize+n {
+		return nil
+	}
+	return raw
 }

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"strconv"
@@ -147,5 +148,43 @@ func TestGearmanGatewayFastSubmitReload(t *testing.T) {
 	submit("b.x", "@1:")
 	if hits.Load() != 3 {
 		t.Fatalf("fast path sent %d submits, want 3", hits.Load())
+	}
+}
+
+// TestGearmanGatewayRawOf: a request is forwarded as the bytes it came in
+// only when it is the packet the connection's reader last returned,
+// unchanged; a copy, a rewritten function or another packet is encoded.
+func TestGearmanGatewayRawOf(t *testing.T) {
+	wire := pkt(codec.SubmitJobBg, "fn", "", "data")
+	rd := codec.NewReader(bytes.NewReader(append(append([]byte(nil), wire...), pkt(codec.EchoReq, "x")...)), codec.Limits{})
+	s := &gwSession{c: &gearmanConn{rd: rd}}
+	f, err := rd.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.Packet
+	if raw := s.rawOf(&p); !bytes.Equal(raw, wire) {
+		t.Fatalf("the packet read: raw %q, want %q", raw, wire)
+	}
+	if cp := p.Clone(); s.rawOf(&cp) != nil {
+		t.Fatal("a copy of the packet was taken for the bytes read")
+	}
+	moved := codec.Packet{Magic: p.Magic, Type: p.Type, Args: [][]byte{[]byte("other"), p.Args[1], p.Args[2]}}
+	if s.rawOf(&moved) != nil {
+		t.Fatal("a packet with another function was taken for the bytes read")
+	}
+	longer := codec.Packet{Magic: p.Magic, Type: p.Type, Args: [][]byte{p.Args[0], p.Args[1], []byte("more data")}}
+	if s.rawOf(&longer) != nil {
+		t.Fatal("a packet with other data was taken for the bytes read")
+	}
+	retyped := codec.Packet{Magic: p.Magic, Type: codec.SubmitJob, Args: p.Args}
+	if s.rawOf(&retyped) != nil {
+		t.Fatal("a packet of another type was taken for the bytes read")
+	}
+	if _, err := rd.ReadFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if s.rawOf(&p) != nil {
+		t.Fatal("the bytes of a packet were used after the next one was read")
 	}
 }

@@ -71,7 +71,23 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 		return err // the caller's mistake; nothing was queued
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	err := s.sendLocked(p, nil)
+	s.mu.Unlock()
+	return err
+}
+
+// SendRaw is Send for a packet already encoded: raw must be p's wire
+// bytes, such as gearman.Reader.LastPacket returns for a packet it decoded
+// (so valid), which are copied rather than encoded again.
+func (s *gearmanLoopSession) SendRaw(p *gearman.Packet, raw []byte) error {
+	s.mu.Lock()
+	err := s.sendLocked(p, raw)
+	s.mu.Unlock()
+	return err
+}
+
+// sendLocked queues p, or raw, its encoding, when not nil.
+func (s *gearmanLoopSession) sendLocked(p *gearman.Packet, raw []byte) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -88,7 +104,11 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 			}
 		}
 	}
-	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
+	if raw != nil {
+		s.out = append(s.out, raw...)
+	} else {
+		s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
+	}
 	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
 		s.outstanding++
 		if s.outstanding == 1 {
