@@ -85,7 +85,12 @@ func (s *gwSession) fastSubmit(p *codec.Packet) bool {
 		err = bs.conn.Send(p)
 	}
 	bs.sendMu.Unlock()
-	s.sent(bs, r, err)
+	if err == nil {
+		bs.dirty.Store(true)
+	} else {
+		s.sent(bs, r, err)
+		s.runActions() // a failed session moves its GRAB_JOBs on
+	}
 	if h := gwFastHook.Load(); h != nil {
 		(*h)()
 	}

@@ -17,7 +17,6 @@ func (s *gwSession) Handle(p *codec.Packet) error {
 	s.pin = s.gw.rt()
 	if s.c.loop != nil && s.gw.trace == nil && p.Magic == codec.Req && isSubmit(p.Type) &&
 		gwHandleHook.Load() == nil && s.fastSubmit(p) { // gearman_gateway_fast.go
-		s.runActions()
 		return nil
 	}
 	if s.c.loop != nil && s.needsOpen(p) {
