@@ -15,6 +15,10 @@ func (s *gwSession) Handle(p *codec.Packet) error {
 	// One routing for the whole request: a reload between needsOpen and
 	// handle must not find a backend needsOpen did not open.
 	s.pin = s.gw.rt()
+	if s.c.loop != nil && s.gw.trace == nil && p.Magic == codec.Req && isSubmit(p.Type) &&
+		gwHandleHook.Load() == nil && s.fastSubmit(p) { // gearman_gateway_fast.go
+		return nil
+	}
 	if s.c.loop != nil && s.needsOpen(p) {
 		return s.handleOffLoop(p) // gearman_gateway_loop.go
 	}

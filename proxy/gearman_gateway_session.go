@@ -55,7 +55,6 @@ type gwSession struct {
 	actions    []func()              // guarded by mu: to run with no lock held
 	grabNext   int                   // guarded by mu: rotates the first backend a GRAB tries
 	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
-	hbuf       []byte                // guarded by mu: async packets being written
 	traced     map[string]struct{}   // guarded by mu: client handles of traced jobs this worker holds
 	// handleBuf, guarded by mu, holds a handle rewritten for the client.
 	handleBuf [routing.MaxHandleLen + 1]byte
@@ -63,6 +62,10 @@ type gwSession struct {
 	// backend (rehandled); only the request being handled uses them.
 	fwd     codec.Packet
 	fwdArgs [codec.MaxArgs][]byte
+	// fast, owned by the request's handler, is the submit fast path's
+	// cached route (gearman_gateway_fast.go).
+	fast gwFastRoute
+	free []*gwReply // guarded by mu: written fastSubmit replies, for reuse
 
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
@@ -102,6 +105,7 @@ type gwReply struct {
 	done    bool
 	discard bool // a request of the gateway's own (replayed OPTION_REQ): not in fifo
 	fg      bool // a foreground SUBMIT_*: its JOB_CREATED starts a job to watch
+	recycle bool // fastSubmit's: reused once written (gearman_gateway_fast.go)
 	// parent, when not nil, is the GET_STATUS_UNIQUE this reply is one
 	// backend's part of; need counts the parts a parent still waits for
 	// and known says its out is a known job's status.
@@ -363,6 +367,13 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	}
 	err = bs.conn.Send(p)
 	bs.sendMu.Unlock()
+	s.sent(bs, r, err)
+	return nil
+}
+
+// sent finishes sending to an upstream session whose Send returned err;
+// r is the reply the request owes, or nil.
+func (s *gwSession) sent(bs *gwBackend, r *gwReply, err error) {
 	switch {
 	case err == nil:
 		bs.dirty.Store(true)
@@ -382,7 +393,6 @@ func (s *gwSession) send(bs *gwBackend, p *codec.Packet, r *gwReply) error {
 	default:
 		s.lost(bs, err)
 	}
-	return nil
 }
 
 // push appends a reply to fifo.
@@ -403,8 +413,12 @@ func (s *gwSession) answer(t codec.Type, args ...[]byte) {
 // flushFIFOLocked writes the replies at the head of fifo that are done.
 func (s *gwSession) flushFIFOLocked() {
 	for s.fifo.len() > 0 && s.fifo.front().done {
-		if r := s.fifo.pop(); !s.closed && len(r.out) > 0 {
+		r := s.fifo.pop()
+		if !s.closed && len(r.out) > 0 {
 			s.c.WriteText(r.out)
+		}
+		if r.recycle {
+			s.freeLocked(r)
 		}
 	}
 }
@@ -575,10 +589,14 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 }
 
 // writeLocked writes an async packet from b to the client now.
+// It encodes straight into the connection's output, as WriteText would
+// append it, saving a copy per reply.
 func (s *gwSession) writeLocked(b *routing.Backend, p *codec.Packet) {
-	buf := s.encodeLocked(s.hbuf[:0], b, p)
-	s.c.WriteText(buf)
-	s.hbuf = buf[:0]
+	c := s.c
+	c.mu.Lock()
+	wasEmpty := len(c.out) == 0
+	c.out = s.encodeLocked(c.out, b, p)
+	c.queued(wasEmpty)
 }
 
 // encodeLocked appends p to dst with its job handle, if it has one,

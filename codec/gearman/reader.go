@@ -159,6 +159,7 @@ type Reader struct {
 	fatal    error // sticky: the stream is out of sync
 
 	args [MaxArgs][]byte // backing array for Frame.Packet.Args
+	last []byte          // the last packet's wire bytes (LastPacket)
 }
 
 // NewReader returns a Reader that decodes frames from rd within lim (zero
@@ -200,6 +201,13 @@ func (r *Reader) FrameBuffered() bool {
 	return int64(len(b)-HeaderSize) >= int64(binary.BigEndian.Uint32(b[8:]))
 }
 
+// LastPacket returns the wire bytes of the packet the last ReadFrame
+// returned (with or without an error), or nil if it returned none. A relay
+// that forwards the packet unchanged can copy these instead of encoding it
+// again: decoding and encoding a packet give back the same bytes. They
+// alias the buffer and are valid until the next call.
+func (r *Reader) LastPacket() []byte { return r.last }
+
 // ReadFrame reads the next frame. Whether it is binary or text is decided by
 // its first byte, as gearmand does: NUL starts a binary packet, anything else
 // an admin line ending in "\n". Both may be mixed on one connection.
@@ -222,6 +230,7 @@ func (r *Reader) FrameBuffered() bool {
 // before the error is returned but at the start of the next call, so a
 // caller that closes the connection never waits for them.
 func (r *Reader) ReadFrame() (Frame, error) {
+	r.last = nil
 	if r.fatal != nil {
 		return Frame{}, r.fatal
 	}
@@ -285,12 +294,14 @@ func (r *Reader) readPacket() (Frame, error) {
 		return Frame{}, noEOF(err)
 	}
 	body := r.buf[r.r+HeaderSize : r.r+total : r.r+total]
+	raw := r.buf[r.r : r.r+total : r.r+total]
 	r.r += total
 	args, pe := splitArgs(m, t, body, r.args[:0])
 	if pe != nil {
 		return Frame{}, pe
 	}
 	f := Frame{Kind: KindPacket, Packet: Packet{Magic: m, Type: t, Args: args}}
+	r.last = raw
 	if m == Req {
 		if pe := r.checkArgs(&f.Packet); pe != nil {
 			return f, pe

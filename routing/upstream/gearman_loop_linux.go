@@ -71,7 +71,23 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 		return err // the caller's mistake; nothing was queued
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	err := s.sendLocked(p, nil)
+	s.mu.Unlock()
+	return err
+}
+
+// SendRaw is Send for a packet already encoded: raw must be p's wire
+// bytes, such as gearman.Reader.LastPacket returns for a packet it decoded
+// (so valid), which are copied rather than encoded again.
+func (s *gearmanLoopSession) SendRaw(p *gearman.Packet, raw []byte) error {
+	s.mu.Lock()
+	err := s.sendLocked(p, raw)
+	s.mu.Unlock()
+	return err
+}
+
+// sendLocked queues p, or raw, its encoding, when not nil.
+func (s *gearmanLoopSession) sendLocked(p *gearman.Packet, raw []byte) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -88,7 +104,11 @@ func (s *gearmanLoopSession) Send(p *gearman.Packet) error {
 			}
 		}
 	}
-	s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
+	if raw != nil {
+		s.out = append(s.out, raw...)
+	} else {
+		s.out = gearman.AppendPacket(s.out, p.Magic, p.Type, p.Args...)
+	}
 	if p.Type < gearman.Type(len(expectsReply)) && expectsReply[p.Type] {
 		s.outstanding++
 		if s.outstanding == 1 {
@@ -190,10 +210,15 @@ func (s *gearmanLoopSession) Ready(events uint32) bool {
 	return true
 }
 
-// read reads the socket once and delivers every whole packet.
+// read reads the socket once and delivers every whole packet. The
+// replies are counted off outstanding once per read, not once per packet
+// under the lock: only the loop reads and runs Expire, and a Send from
+// another goroutine meanwhile only adds to it.
 func (s *gearmanLoopSession) read() {
 	s.canRead = true
 	delivered := false
+	replies := 0
+	defer s.answer(&replies)
 	for {
 		f, err := s.rd.ReadFrame()
 		if err == epoll.ErrWouldBlock {
@@ -210,12 +235,7 @@ func (s *gearmanLoopSession) read() {
 		s.pkt = f.Packet
 		p := &s.pkt
 		if p.Type < gearman.Type(len(isReply)) && isReply[p.Type] {
-			s.mu.Lock()
-			if s.outstanding > 0 {
-				s.outstanding-- // clamped: see gearmanSession.readLoop
-			}
-			s.answered = true
-			s.mu.Unlock()
+			replies++
 		}
 		if s.quiet.Load() {
 			return
@@ -226,6 +246,18 @@ func (s *gearmanLoopSession) read() {
 	if delivered && s.ev.Idle != nil && !s.quiet.Load() {
 		s.ev.Idle()
 	}
+}
+
+// answer takes *n replies off outstanding (clamped at zero: see
+// gearmanSession.readLoop) and notes that replies came, for Expire.
+func (s *gearmanLoopSession) answer(n *int) {
+	if *n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.outstanding = max(s.outstanding-*n, 0)
+	s.answered = true
+	s.mu.Unlock()
 }
 
 func (s *gearmanLoopSession) fail(op string, cause error) {
