@@ -86,12 +86,17 @@ func (g *gdGen) next() gdRequest {
 		// needs one). Here a woken worker grabs first.
 		return gdRequest{conn: req.conn, typ: codec.GrabJob}
 	}
-	if req.admin == "" && g.woken[req.conn] && req.raw == "" && req.typ == codec.PreSleep {
+	if req.admin == "" && (g.woken[req.conn] || g.sleeping[req.conn]) && req.raw == "" && req.typ == codec.PreSleep {
 		// Skip: gearmand clears a worker's "NOOP sent" mark only when it
 		// grabs, so a woken worker that sleeps again without grabbing is
 		// not woken again; jobgate clears it at PRE_SLEEP, as the protocol
 		// document has it (a sleeping worker is woken when a job comes).
-		// Here a woken worker grabs first, as workers do.
+		// And a sleeping worker whose second PRE_SLEEP is answered with
+		// NOOP at once stays asleep in gearmand, so the next job wakes it
+		// again; jobgate counts it as woken, since it wakes one worker per
+		// job and a wakeup spent on a worker already awake would leave a
+		// sleeping one waiting. Here a woken or sleeping worker grabs
+		// first, as workers do.
 		return gdRequest{conn: req.conn, typ: codec.GrabJob}
 	}
 	if req.admin == "" && g.sleeping[req.conn] && leaves && !req.close && !req.fatal {

@@ -99,12 +99,13 @@ func (f *function) removeWorker(s *Session) {
 }
 
 // preSleep answers PRE_SLEEP: NOOP at once if a job is waiting, otherwise
-// the worker sleeps until a job for it arrives. The NOOP at once leaves
-// the sleep state as it was, as in gearmand: a worker still asleep from
-// an earlier PRE_SLEEP (it could not do the job's function then) is woken
-// again by the next job.
+// the worker sleeps until a job for it arrives. The NOOP at once counts as
+// its wakeup (gearmand leaves a worker that slept before as it was, so the
+// next job wakes it again): one job wakes one worker here, and a wakeup
+// spent on a worker already awake would leave a sleeping one waiting.
 func (s *Session) preSleep() {
 	if s.e.peekAny(s) {
+		s.setWake(false, true)
 		s.e.emit(s, codec.Noop)
 		return
 	}
