@@ -210,14 +210,12 @@ func (s *gearmanLoopSession) Ready(events uint32) bool {
 	return true
 }
 
-// read reads the socket once and delivers every whole packet. The
-// replies are counted off outstanding once per read, not once per packet
-// under the lock: only the loop reads and runs Expire, and a Send from
-// another goroutine meanwhile only adds to it.
+// read reads the socket once and delivers every whole packet, counting
+// the replies off outstanding (replyCount).
 func (s *gearmanLoopSession) read() {
 	s.canRead = true
 	delivered := false
-	replies := 0
+	var replies replyCount
 	defer s.answer(&replies)
 	for {
 		f, err := s.rd.ReadFrame()
@@ -235,7 +233,7 @@ func (s *gearmanLoopSession) read() {
 		s.pkt = f.Packet
 		p := &s.pkt
 		if p.Type < gearman.Type(len(isReply)) && isReply[p.Type] {
-			replies++
+			s.countReply(&replies)
 		}
 		if s.quiet.Load() {
 			return
@@ -248,14 +246,42 @@ func (s *gearmanLoopSession) read() {
 	}
 }
 
-// answer takes *n replies off outstanding (clamped at zero: see
-// gearmanSession.readLoop) and notes that replies came, for Expire.
-func (s *gearmanLoopSession) answer(n *int) {
-	if *n == 0 {
+// replyCount is what one read has counted off outstanding without
+// taking the lock for each reply: taken of the avail requests that were
+// outstanding when it last looked.
+type replyCount struct {
+	avail, taken int
+	any          bool // a reply came
+}
+
+// countReply takes one reply off the requests outstanding, clamped at
+// zero as in gearmanSession.readLoop: a reply that answers nothing (an
+// ERROR for a WORK_*) must not take a request sent meanwhile from another
+// goroutine off the count, or its deadline would never be armed. Only the
+// loop takes requests off, and other goroutines only add, so those it saw
+// stay outstanding until answer takes them: the lock is needed only when
+// they are all answered.
+func (s *gearmanLoopSession) countReply(rc *replyCount) {
+	rc.any = true
+	if rc.taken == rc.avail {
+		s.mu.Lock()
+		s.outstanding -= rc.taken
+		rc.avail, rc.taken = s.outstanding, 0
+		s.mu.Unlock()
+	}
+	if rc.taken < rc.avail {
+		rc.taken++
+	}
+}
+
+// answer takes what rc counted off outstanding and notes that replies
+// came, for Expire.
+func (s *gearmanLoopSession) answer(rc *replyCount) {
+	if !rc.any {
 		return
 	}
 	s.mu.Lock()
-	s.outstanding = max(s.outstanding-*n, 0)
+	s.outstanding = max(s.outstanding-rc.taken, 0)
 	s.answered = true
 	s.mu.Unlock()
 }
