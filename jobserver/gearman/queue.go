@@ -1,6 +1,7 @@
 package gearman
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -163,6 +164,9 @@ func (e *Engine) assign(s *Session, j *job) {
 			start = e.now()
 		}
 		j.at = start + int64(t)
+		if int64(t) > math.MaxInt64-start {
+			j.at = math.MaxInt64 // a timeout past 2262 is none; never a deadline in the past
+		}
 		e.heap.push(j)
 		e.armTimer()
 	}

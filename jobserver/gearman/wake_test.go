@@ -1,7 +1,9 @@
 package gearman
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 )
@@ -25,4 +27,27 @@ func TestEarlyNoopIsTheWakeup(t *testing.T) {
 	c.submit(codec.SubmitJobBg, "f", "", "for b")
 	b.expect("NOOP")
 	a.expect()
+}
+
+// TestHugeCanDoTimeoutKeepsTimers: a CAN_DO_TIMEOUT so long that its
+// deadline passes the int64 range is no timeout; it must neither requeue
+// the job at once nor stop the engine's timer for other jobs (an epoch
+// job here).
+func TestHugeCanDoTimeoutKeepsTimers(t *testing.T) {
+	h := newHarness(t, Config{})
+	c := h.open()
+	hd := c.submit(codec.SubmitJobBg, "f", "", "x")
+	w := h.open()
+	w.send(codec.CanDoTimeout, "f", "8000000000000")
+	w.send(codec.GrabJob)
+	w.expect("JOB_ASSIGN " + hd + " f x")
+	e := h.open()
+	e.send(codec.CanDo, "e")
+	e.send(codec.PreSleep)
+	at := epoch0.Add(2 * time.Second).Unix()
+	c.submit(codec.SubmitJobEpoch, "e", "", strconv.FormatInt(at, 10), "later")
+	h.clk.Advance(2 * time.Second)
+	e.expect("NOOP")
+	w.send(codec.WorkComplete, hd, "done")
+	w.expect()
 }
