@@ -146,18 +146,22 @@ type gwRawSender interface {
 
 // rawOf returns p's wire bytes as the connection's reader decoded them, or
 // nil when p is not the packet it last returned: same type, same size, and
-// the function argument in place in those bytes.
+// every argument in place in those bytes (so an argument replaced by
+// other bytes of the same length is not sent as it came).
 func (s *gwSession) rawOf(p *codec.Packet) []byte {
 	raw := s.c.rd.LastPacket()
 	if len(raw) <= codec.HeaderSize || len(p.Args) == 0 || len(p.Args[0]) == 0 ||
-		&raw[codec.HeaderSize] != &p.Args[0][0] || codec.Type(binary.BigEndian.Uint32(raw[4:])) != p.Type {
+		codec.Type(binary.BigEndian.Uint32(raw[4:])) != p.Type {
 		return nil
 	}
-	n := len(p.Args) - 1 // the NULs between arguments
+	off := codec.HeaderSize
 	for _, a := range p.Args {
-		n += len(a)
+		if len(a) > 0 && (off+len(a) > len(raw) || &raw[off] != &a[0]) {
+			return nil
+		}
+		off += len(a) + 1 // and the NUL after it
 	}
-	if len(raw) != codec.HeaderSize+n {
+	if off-1 != len(raw) {
 		return nil
 	}
 	return raw

@@ -177,6 +177,10 @@ func TestGearmanGatewayRawOf(t *testing.T) {
 	if s.rawOf(&longer) != nil {
 		t.Fatal("a packet with other data was taken for the bytes read")
 	}
+	same := codec.Packet{Magic: p.Magic, Type: p.Type, Args: [][]byte{p.Args[0], p.Args[1], []byte("DATA")}}
+	if s.rawOf(&same) != nil {
+		t.Fatal("a packet with other data of the same length was taken for the bytes read")
+	}
 	retyped := codec.Packet{Magic: p.Magic, Type: codec.SubmitJob, Args: p.Args}
 	if s.rawOf(&retyped) != nil {
 		t.Fatal("a packet of another type was taken for the bytes read")
