@@ -106,22 +106,7 @@ func gdParseTrace(t *testing.T, path string) []gdRequest {
 func gdReplay(t *testing.T, reqs []gdRequest, show bool) bool {
 	subject := startJobgateGearmanServer(t, GearmanConfig{Engine: gearman.Config{HandlePrefix: "H:jobgate"}})
 	ref := testutil.StartGearmand(t, "--worker-wakeup=1")
-	servers := []*gdServer{{name: "jobgate", addr: subject}, {name: "gearmand", addr: ref}}
-	for _, s := range servers {
-		s.tokens, s.real = map[string]string{}, map[string]string{}
-		for range gdConns {
-			s.conns = append(s.conns, gdDial(t, s.addr))
-		}
-		s.admin = gdDial(t, s.addr)
-	}
-	defer func() {
-		for _, s := range servers {
-			for _, c := range s.conns {
-				c.nc.Close()
-			}
-			s.admin.nc.Close()
-		}
-	}()
+	servers := gdOpen(t, subject, ref)
 	for step, req := range reqs {
 		outs := make([][][]gdPacket, len(servers))
 		replies := make([]string, len(servers))

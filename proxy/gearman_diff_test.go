@@ -206,10 +206,10 @@ func (r gdRequest) String() string {
 	return fmt.Sprintf("conn %d: %s", r.conn, gdPacket{typ: r.typ, args: r.args})
 }
 
-// gdRun runs steps random requests of seed against subject (jobgate) and
-// ref (gearmand) and fails at the first step where a connection's masked
-// output differs, with the requests that led there.
-func gdRun(t *testing.T, seed uint64, steps int, subject, ref string) {
+// gdOpen connects to subject (jobgate) and ref (gearmand), gdConns
+// connections and an admin one each, closed when the test ends (with
+// those do opens again).
+func gdOpen(t *testing.T, subject, ref string) []*gdServer {
 	servers := []*gdServer{{name: "jobgate", addr: subject}, {name: "gearmand", addr: ref}}
 	for _, s := range servers {
 		s.tokens, s.real = map[string]string{}, map[string]string{}
@@ -218,13 +218,22 @@ func gdRun(t *testing.T, seed uint64, steps int, subject, ref string) {
 		}
 		s.admin = gdDial(t, s.addr)
 	}
-	defer func() { // and the connections opened again by do
+	t.Cleanup(func() {
 		for _, s := range servers {
 			for _, c := range s.conns {
 				c.nc.Close()
 			}
+			s.admin.nc.Close()
 		}
-	}()
+	})
+	return servers
+}
+
+// gdRun runs steps random requests of seed against subject (jobgate) and
+// ref (gearmand) and fails at the first step where a connection's masked
+// output differs, with the requests that led there.
+func gdRun(t *testing.T, seed uint64, steps int, subject, ref string) {
+	servers := gdOpen(t, subject, ref)
 	g := newGdGen(rand.New(rand.NewPCG(seed, 4730)))
 	var history []string
 	fail := func(step int, format string, a ...any) {
