@@ -364,6 +364,7 @@ func (e *Engine) wakeOne(f *function) {
 		w := f.workers[k]
 		if w.wakeable() {
 			w.setWake(w.sleeping, true)
+			w.wokeFor = f
 			f.wake = (k + 1) % n
 			e.emit(w, codec.Noop)
 			return

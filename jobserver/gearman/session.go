@@ -23,10 +23,11 @@ type Session struct {
 
 	// All fields below are guarded by e.mu.
 	info         SessionInfo
-	id           string // SET_CLIENT_ID, "-" when unset
-	exceptions   bool   // OPTION_REQ exceptions
-	sleeping     bool   // sent PRE_SLEEP and no GRAB since
-	noopSent     bool   // woken with NOOP and no GRAB since
+	id           string    // SET_CLIENT_ID, "-" when unset
+	exceptions   bool      // OPTION_REQ exceptions
+	sleeping     bool      // sent PRE_SLEEP and no GRAB since
+	noopSent     bool      // woken with NOOP and no GRAB since
+	wokeFor      *function // the function whose new job sent that NOOP, if one did
 	closed       bool
 	loopWrites   bool       // an event loop serves the session and calls Engine.WriteQueued (held.go)
 	barrier      uint64     // the journal flight this session's next output waits for (held.go)
@@ -115,6 +116,7 @@ func (s *Session) wakeable() bool { return s.sleeping && !s.noopSent }
 func (s *Session) setWake(sleeping, noopSent bool) {
 	was := s.wakeable()
 	s.sleeping, s.noopSent = sleeping, noopSent
+	s.wokeFor = nil
 	if now := s.wakeable(); now != was {
 		d := 1
 		if !now {

@@ -51,3 +51,30 @@ func TestHugeCanDoTimeoutKeepsTimers(t *testing.T) {
 	w.send(codec.WorkComplete, hd, "done")
 	w.expect()
 }
+
+// TestWakeupPassedOnWhenAnotherJobTaken: a worker of two functions, woken
+// for a new job of one, takes a more urgent job of the other; the first
+// job's wakeup must go on to another sleeping worker of its function, not
+// wait for the next submit.
+func TestWakeupPassedOnWhenAnotherJobTaken(t *testing.T) {
+	h := newHarness(t, Config{})
+	both, onlyF := h.open(), h.open()
+	both.send(codec.CanDo, "f")
+	both.send(codec.CanDo, "g")
+	onlyF.send(codec.CanDo, "f")
+	for _, w := range []*conn{both, onlyF} {
+		w.send(codec.PreSleep)
+	}
+	c := h.open()
+	hf := c.submit(codec.SubmitJobBg, "f", "", "for f")
+	// The round robin starts with the first worker registered.
+	both.expect("NOOP")
+	onlyF.expect()
+	hg := c.submit(codec.SubmitJobHighBg, "g", "", "for g")
+	onlyF.expect() // g's job: its only worker is already woken
+	both.send(codec.GrabJob)
+	both.expect("JOB_ASSIGN " + hg + " g for g")
+	onlyF.expect("NOOP")
+	onlyF.send(codec.GrabJob)
+	onlyF.expect("JOB_ASSIGN " + hf + " f for f")
+}

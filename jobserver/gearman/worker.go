@@ -44,6 +44,9 @@ func (s *Session) cantDo(name []byte) {
 		if s.abilities[i].fn == f {
 			s.abilities = append(s.abilities[:i], s.abilities[i+1:]...)
 			f.removeWorker(s)
+			if s.wokeFor == f {
+				s.wokeFor = nil // the wakeFor below passes it on
+			}
 			s.requeueFunction(f)
 			if s.noopSent {
 				e.wakeFor([]ability{{fn: f}})
@@ -58,6 +61,7 @@ func (s *Session) resetAbilities() {
 	e := s.e
 	abilities := s.abilities
 	s.abilities = nil
+	s.wokeFor = nil // the wakeFor below passes it on
 	for i := range abilities {
 		abilities[i].fn.removeWorker(s)
 		s.requeueFunction(abilities[i].fn)
@@ -115,8 +119,14 @@ func (s *Session) preSleep() {
 // grab answers GRAB_JOB, GRAB_JOB_UNIQ and GRAB_JOB_ALL.
 func (s *Session) grab(t codec.Type) {
 	e := s.e
+	woke := s.wokeFor
 	s.setWake(false, false)
 	j := e.take(s)
+	if woke != nil && j != nil && j.fn != woke && woke.hasReady() {
+		// Woken for a job of one function, it took an older or more
+		// urgent job of another: the first job still needs a worker.
+		e.wakeOne(woke)
+	}
 	if j == nil {
 		s.outcome = OutcomeMiss // grab runs only inside s's own Handle
 		e.emit(s, codec.NoJob)
