@@ -50,7 +50,8 @@ import (
 //     status and body reported as the error; a reply body over 4 MiB is
 //     an error too.
 //
-// It is used by the export goroutine only, so it reuses its buffers.
+// It is used by one goroutine at a time (the export goroutine, or one
+// sending a batch inline: lean_inline.go), so it reuses its buffers.
 type httpSink struct {
 	url     string
 	client  *http.Client
@@ -65,6 +66,8 @@ type httpSink struct {
 	// (lean_http_conn.go); nil: through client (see newHTTPSink).
 	direct *connPoster
 	reply  bytes.Buffer
+	// report is told of replies to batches sent inline (onReply).
+	report func(n int, err error)
 }
 
 // httpRetry is the retry policy: the OTLP exporters' defaults.
@@ -295,6 +298,9 @@ func (r retryable) Unwrap() error { return r.err }
 func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duration, err error) {
 	if s.direct == nil {
 		return s.postClient(ctx, body)
+	}
+	if s.direct.pending > 0 {
+		s.settle(ctx) // the connection is free once the inline request's reply is read
 	}
 	s.reply.Reset()
 	resp, err := s.direct.do(ctx, body, &s.reply)
