@@ -97,10 +97,6 @@ func newLeanPipe(tp trace.TracerProvider, enc leanEncoder, sink leanSink, limit 
 		sync:    sync,
 	}
 	p.life, p.kill = context.WithCancel(context.Background())
-	if is, ok := sink.(inlineSink); ok && !sync && is.inlineCapable() && inlineWanted() {
-		p.inl = is
-		is.onReply(p.account)
-	}
 	if !sync {
 		go p.run()
 	}

@@ -1,10 +1,6 @@
 package tracing
 
-import (
-	"context"
-	"os"
-	"strings"
-)
+import "context"
 
 // Sending a batch inline: the goroutine whose span fills a batch (a
 // server's event loop) encodes it and writes it to the receiver's
@@ -54,13 +50,14 @@ type inlineHandoff struct {
 	n       int
 }
 
-// inlineWanted reports whether inline sends are allowed:
-// JOBGATE_TRACE_EXPORT_INLINE=false turns them off, for a machine with
-// CPUs to spare, where the export goroutine's work is better kept off the
-// event loops.
-func inlineWanted() bool {
-	v := strings.TrimSpace(strings.ToLower(os.Getenv("JOBGATE_TRACE_EXPORT_INLINE")))
-	return v != "false" && v != "0"
+// allowInline lets the goroutines that fill batches send them when the
+// sink can (Config.ExportOffLoop turns it off). It is called once, before
+// any span is enqueued.
+func (p *leanPipe) allowInline(on bool) {
+	if is, ok := p.sink.(inlineSink); ok && on && !p.sync && is.inlineCapable() {
+		p.inl = is
+		is.onReply(p.account)
+	}
 }
 
 // exportInline sends one batch from the queue on the calling goroutine;

@@ -25,6 +25,7 @@ func inlinePipe(t *testing.T, batch int, reply func(n int, w http.ResponseWriter
 		t.Fatal(err)
 	}
 	p := newLeanPipe(nil, newLeanEncoder(nil, leanScope), s, batch, false)
+	p.allowInline(true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -54,13 +54,14 @@ func TestInlinePartialWrite(t *testing.T) {
 	s.direct.dialer.Control = smallBuffers
 	const batch = 64
 	p := newLeanPipe(nil, newLeanEncoder(nil, leanScope), s, batch, false)
+	p.allowInline(true)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = p.shutdown(ctx)
 	}()
 	enqueueBatch(p, batch, 20)
-	flush(t, p) // opens the connection
+	flush(t, p)                    // opens the connection
 	enqueueBatch(p, batch, 16<<10) // about 1 MiB
 	if p.handed.Load() != 1 || p.inlined.Load() != 0 {
 		close(hold)
