@@ -58,8 +58,9 @@ type leanPipe struct {
 	// inl, when not nil, lets the goroutine that fills a batch send it
 	// itself if that needs no wait (lean_inline.go); hand is what such a
 	// send left for the export goroutine. Both under syncMu.
-	inl  inlineSink
-	hand inlineHandoff
+	inl       inlineSink
+	hand      inlineHandoff
+	inlineErr error // kept by accountInline for reportInline
 	// inlined counts batches sent whole inline, handed those an inline
 	// send began and the export goroutine finished (for tests).
 	inlined, handed atomic.Uint64
@@ -186,8 +187,11 @@ func (p *leanPipe) drain(ctx context.Context, all bool) {
 		clear(b)
 	}
 	if all && p.inl != nil {
-		p.inl.settle(ctx)
+		sctx, cancel := context.WithTimeout(ctx, p.timeout)
+		p.inl.settle(sctx)
+		cancel()
 	}
+	p.reportInline()
 }
 
 func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
@@ -216,13 +220,18 @@ func (p *leanPipe) account(n int, err error) {
 	if err == nil {
 		return
 	}
-	// A partial success took the batch but for the spans it rejected.
+	p.failed.Add(failedSpans(n, err))
+	otel.Handle(err)
+}
+
+// failedSpans is how many spans of a batch of n failed, by the upload's
+// error: a partial success took the batch but for the spans it rejected.
+func failedSpans(n int, err error) uint64 {
 	failed := uint64(n)
 	if ps := (*partialSuccessError)(nil); errors.As(err, &ps) {
 		failed = min(uint64(ps.rejected), failed)
 	}
-	p.failed.Add(failed)
-	otel.Handle(err)
+	return failed
 }
 
 func (p *leanPipe) run() {

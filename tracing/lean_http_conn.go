@@ -49,6 +49,7 @@ type connPoster struct {
 	// pending is the span count of a request sent inline whose reply is
 	// still to be read (lean_http_inline.go); 0: none.
 	pending int
+	peekBuf *[maxInlineReply]byte // replyWhole's scratch
 }
 
 // newConnPoster returns the poster for endpoint u with the request

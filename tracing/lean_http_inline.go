@@ -23,32 +23,36 @@ var errInlineReplyLost = errors.New("tracing: OTLP connection closed before the 
 const maxInlineReply = 4096
 
 func (s *httpSink) inlineCapable() bool {
-	return s.direct != nil && s.direct.tls == nil && !s.gzip
+	return canWriteNow && s.direct != nil && s.direct.tls == nil && !s.gzip
 }
 
 func (s *httpSink) onReply(report func(n int, err error)) { s.report = report }
 
 func (s *httpSink) tryInline(req []byte, n int) (written int, sent bool) {
 	c := s.direct
-	if c == nil || c.conn == nil || c.tls != nil || s.gzip {
+	if c == nil || c.conn == nil || c.tls != nil || s.gzip || s.inlinePaused {
+		return 0, false
+	}
+	// A deadline left from an earlier exchange may have passed: every
+	// look at the socket would then fail without asking the kernel. Nothing
+	// below waits, so none is needed.
+	if err := c.conn.SetDeadline(time.Time{}); err != nil {
 		return 0, false
 	}
 	if c.pending > 0 {
 		if !c.replyWhole() {
 			return 0, false
 		}
-		// Whole in the socket: reading it cannot wait. A deadline left
-		// from an earlier exchange may have passed, and a read past its
-		// deadline fails without looking at the socket.
-		if err := c.conn.SetReadDeadline(time.Time{}); err != nil {
+		s.settleReply() // whole in the socket: reading it cannot wait
+		if c.conn == nil || s.inlinePaused {
 			return 0, false
 		}
-		s.settleReply()
-		if c.conn == nil {
-			return 0, false
-		}
-	} else if c.br.Buffered() > 0 || peekSocket(c.raw) != peekQuiet {
-		return 0, false // closed or out of step: the export goroutine sees to it
+	}
+	// Anything more to read means the receiver closed the connection
+	// (after its reply, say) or is out of step: the export goroutine
+	// replaces the connection.
+	if c.br.Buffered() > 0 || peekSocket(c.raw) != peekQuiet {
+		return 0, false
 	}
 	c.head = strconv.AppendInt(c.head[:c.fixed], int64(len(req)), 10)
 	c.head = append(c.head, "\r\n\r\n"...)
@@ -74,6 +78,10 @@ func (s *httpSink) finishInline(ctx context.Context, req []byte, written, n int)
 	}
 	// The rest of the request, after the part that went: c.head is still
 	// the head tryInline wrote.
+	ctx, cancel := c.attemptContext(ctx)
+	defer cancel()
+	stop := c.cutOnDone(ctx)
+	defer stop()
 	deadline, _ := ctx.Deadline()
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		c.close()
@@ -102,17 +110,45 @@ func (s *httpSink) settle(ctx context.Context) {
 		return
 	}
 	if c.conn != nil {
+		ctx, cancel := c.attemptContext(ctx)
+		defer cancel()
+		stop := c.cutOnDone(ctx)
+		defer stop()
 		deadline, _ := ctx.Deadline()
-		if c.timeout > 0 {
-			if d := time.Now().Add(c.timeout); deadline.IsZero() || d.Before(deadline) {
-				deadline = d
-			}
-		}
 		if err := c.conn.SetReadDeadline(deadline); err != nil {
 			c.close()
 		}
 	}
 	s.settleReply()
+}
+
+// attemptContext bounds ctx by the sink's time for one attempt, as do
+// does.
+func (c *connPoster) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout > 0 {
+		return context.WithTimeout(ctx, c.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// cutOnDone makes the connection's reads and writes fail at once when
+// ctx ends (Shutdown giving up); stop, called when the attempt is over,
+// closes the connection if that happened, as its state is then unknown.
+func (c *connPoster) cutOnDone(ctx context.Context) (stop func()) {
+	conn := c.conn
+	fired := make(chan struct{})
+	after := context.AfterFunc(ctx, func() {
+		_ = conn.SetDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	return func() {
+		if !after() {
+			<-fired
+			if c.conn == conn {
+				c.close()
+			}
+		}
+	}
 }
 
 // settleReply reads the reply to the request sent inline and reports it.
@@ -143,7 +179,11 @@ func (s *httpSink) replyErr() error {
 	_, err = s.status(resp, s.reply.Bytes())
 	var rerr retryable
 	if errors.As(err, &rerr) {
-		err = rerr.err // not retried: the batch was not kept
+		// Not retried: the batch was not kept. The receiver asks to be
+		// sent less, so the next batches go the export goroutine's way,
+		// with its retries and back-off, until one of them succeeds.
+		s.inlinePaused = true
+		err = rerr.err
 	}
 	return err
 }
@@ -154,8 +194,11 @@ func (s *httpSink) replyErr() error {
 // maxInlineReply bytes. Anything else (chunked, longer, 1xx first) is
 // read by the export goroutine.
 func (c *connPoster) replyWhole() bool {
-	var buf [maxInlineReply]byte
-	have := copy(buf[:], peekBuffered(c))
+	if c.peekBuf == nil {
+		c.peekBuf = new([maxInlineReply]byte)
+	}
+	buf := c.peekBuf[:]
+	have := copy(buf, peekBuffered(c))
 	if have < len(buf) {
 		k, ok := peekAvailable(c.raw, buf[have:])
 		if !ok {

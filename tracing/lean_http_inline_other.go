@@ -1,11 +1,15 @@
-//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+//go:build !linux
 
 package tracing
 
 import "net"
 
-// writeNow cannot write without waiting here; inline sends never begin
-// (canPeek is false, so the sink has no connection of its own).
+// canWriteNow is false: inline sends are for Linux only, where writeNow's
+// raw writev is known to work; elsewhere the export goroutine sends every
+// batch.
+const canWriteNow = false
+
+// writeNow cannot write without waiting here; inline sends never begin.
 func writeNow(net.Conn, []byte, []byte) (int, error) { return 0, nil }
 
 // peekAvailable cannot look at a socket here.

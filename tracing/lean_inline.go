@@ -1,6 +1,10 @@
 package tracing
 
-import "context"
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+)
 
 // Sending a batch inline: the goroutine whose span fills a batch (a
 // server's event loop) encodes it and writes it to the receiver's
@@ -56,7 +60,31 @@ type inlineHandoff struct {
 func (p *leanPipe) allowInline(on bool) {
 	if is, ok := p.sink.(inlineSink); ok && on && !p.sync && is.inlineCapable() {
 		p.inl = is
-		is.onReply(p.account)
+		is.onReply(p.accountInline)
+	}
+}
+
+// accountInline counts the failed spans of a batch sent inline at once
+// and keeps the error for the export goroutine to report (reportInline):
+// the error handler writes a log line, which an event loop must not wait
+// for. syncMu is held.
+func (p *leanPipe) accountInline(n int, err error) {
+	if err == nil {
+		return
+	}
+	p.failed.Add(failedSpans(n, err))
+	p.inlineErr = err
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reportInline reports the last error accountInline kept; syncMu is held.
+func (p *leanPipe) reportInline() {
+	if err := p.inlineErr; err != nil {
+		p.inlineErr = nil
+		otel.Handle(err)
 	}
 }
 

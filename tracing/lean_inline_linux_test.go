@@ -1,5 +1,3 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
-
 package tracing
 
 import (

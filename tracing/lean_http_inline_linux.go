@@ -1,5 +1,3 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
-
 package tracing
 
 import (
@@ -7,6 +5,9 @@ import (
 	"syscall"
 	"unsafe"
 )
+
+// canWriteNow says writeNow can write without waiting here.
+const canWriteNow = true
 
 // writeNow writes head and then body to conn's socket with one writev
 // that does not wait: it returns how many bytes the socket took, 0 when
