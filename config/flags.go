@@ -64,6 +64,7 @@ func FlagFields() map[string]string {
 		"tracing-table-size":            "tracing.table_size",
 		"tracing-payload-traceparent":   "tracing.payload_traceparent",
 		"tracing-command-spans":         "tracing.command_spans",
+		"tracing-export-off-loop":       "tracing.export_off_loop",
 	}
 }
 

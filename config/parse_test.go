@@ -179,8 +179,8 @@ func TestSet(t *testing.T) {
 	}
 	c.Pools[0].Name = "renamed" // a change made in code is reported at the file's value
 	want := strings.Join([]string{
-		`testdata/full.yaml:136:32: routes.gearman[0].pool: "gm-shard" is not a pool`,
-		`testdata/full.yaml:138:30: routes.gearman[2].pool: "gm-shard" is not a pool`,
+		`testdata/full.yaml:137:32: routes.gearman[0].pool: "gm-shard" is not a pool`,
+		`testdata/full.yaml:139:30: routes.gearman[2].pool: "gm-shard" is not a pool`,
 		`command line: log.level: "loud" is not debug, info, warn or error`,
 		`command line: beanstalk.listen: ":5730" collides with gearman.listen (":5730")`,
 	}, "\n")

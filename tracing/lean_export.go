@@ -51,8 +51,19 @@ type leanPipe struct {
 	timeout time.Duration
 	// sync makes enqueue export at once, on the caller's goroutine
 	// (NewSyncTracer).
-	sync   bool
+	sync bool
+	// syncMu is held by whoever encodes or uploads: the encoder's buffers
+	// and the sink are used by one goroutine at a time.
 	syncMu sync.Mutex
+	// inl, when not nil, lets the goroutine that fills a batch send it
+	// itself if that needs no wait (lean_inline.go); hand is what such a
+	// send left for the export goroutine. Both under syncMu.
+	inl       inlineSink
+	hand      inlineHandoff
+	inlineErr error // kept by accountInline for reportInline
+	// inlined counts batches sent whole inline, handed those an inline
+	// send began and the export goroutine finished (for tests).
+	inlined, handed atomic.Uint64
 
 	mu    sync.Mutex
 	queue []*leanSpan
@@ -124,6 +135,13 @@ func (p *leanPipe) enqueue(s *leanSpan) {
 	p.queue = append(p.queue, s)
 	full := len(p.queue) >= p.batch
 	p.mu.Unlock()
+	if full && p.inl != nil && p.syncMu.TryLock() {
+		sent := p.exportInline()
+		p.syncMu.Unlock()
+		if sent {
+			return
+		}
+	}
 	if full {
 		select {
 		case p.wake <- struct{}{}:
@@ -149,20 +167,31 @@ func (p *leanPipe) take() []*leanSpan {
 	return out
 }
 
-// drain exports batches until the queue is empty (or holds less than a
-// batch, unless all).
+// drain finishes what an inline send left, then exports batches until
+// the queue is empty (or holds less than a batch, unless all). With all,
+// it also waits for the reply to the last inline send, so that a flush
+// returns once the receiver has answered every span.
 func (p *leanPipe) drain(ctx context.Context, all bool) {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	p.finishHandoff(ctx)
 	for {
 		p.mu.Lock()
 		n := len(p.queue)
 		p.mu.Unlock()
 		if n == 0 || (!all && n < p.batch) {
-			return
+			break
 		}
 		b := p.take()
 		p.export(ctx, b)
 		clear(b)
 	}
+	if all && p.inl != nil {
+		sctx, cancel := context.WithTimeout(ctx, p.timeout)
+		p.inl.settle(sctx)
+		cancel()
+	}
+	p.reportInline()
 }
 
 func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
@@ -178,19 +207,31 @@ func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
 	} else {
 		err = p.sink.upload(ctx, body, len(spans))
 	}
-	if err != nil {
-		// A partial success took the batch but for the spans it rejected.
-		failed := uint64(len(spans))
-		if ps := (*partialSuccessError)(nil); errors.As(err, &ps) {
-			failed = min(uint64(ps.rejected), failed)
-		}
-		p.failed.Add(failed)
-		otel.Handle(err)
-	}
+	p.account(len(spans), err)
 	// Encoded: the records can serve new spans (lean_recycle.go).
 	for _, s := range spans {
 		s.recycle()
 	}
+}
+
+// account counts the spans of a batch of n that an upload's error says
+// failed, and reports the error.
+func (p *leanPipe) account(n int, err error) {
+	if err == nil {
+		return
+	}
+	p.failed.Add(failedSpans(n, err))
+	otel.Handle(err)
+}
+
+// failedSpans is how many spans of a batch of n failed, by the upload's
+// error: a partial success took the batch but for the spans it rejected.
+func failedSpans(n int, err error) uint64 {
+	failed := uint64(n)
+	if ps := (*partialSuccessError)(nil); errors.As(err, &ps) {
+		failed = min(uint64(ps.rejected), failed)
+	}
+	return failed
 }
 
 func (p *leanPipe) run() {

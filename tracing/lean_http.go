@@ -44,13 +44,16 @@ import (
 //   - retries of 429, 502, 503, 504 and temporary network errors with the
 //     client's backoff (5 s growing 1.5× to 30 s, randomised ±50%, for at
 //     most a minute, and at least any Retry-After), within the export's
-//     deadline;
+//     deadline (not for a batch an event loop sent itself, which is not
+//     kept: its spans count as failed, and the next batches go the
+//     export goroutine's way until one succeeds; lean_inline.go);
 //   - a 2xx reply's partial success reported as the upload's error, its
 //     rejected spans (only those) counted as failed; any other reply's
 //     status and body reported as the error; a reply body over 4 MiB is
 //     an error too.
 //
-// It is used by the export goroutine only, so it reuses its buffers.
+// It is used by one goroutine at a time (the export goroutine, or one
+// sending a batch inline: lean_inline.go), so it reuses its buffers.
 type httpSink struct {
 	url     string
 	client  *http.Client
@@ -65,6 +68,11 @@ type httpSink struct {
 	// (lean_http_conn.go); nil: through client (see newHTTPSink).
 	direct *connPoster
 	reply  bytes.Buffer
+	// report is told of replies to batches sent inline (onReply).
+	report func(n int, err error)
+	// inlinePaused stops inline sends after a retryable reply to one, until
+	// an upload of the export goroutine succeeds.
+	inlinePaused bool
 }
 
 // httpRetry is the retry policy: the OTLP exporters' defaults.
@@ -296,6 +304,9 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 	if s.direct == nil {
 		return s.postClient(ctx, body)
 	}
+	if s.direct.pending > 0 {
+		s.settle(ctx) // the connection is free once the inline request's reply is read
+	}
 	s.reply.Reset()
 	resp, err := s.direct.do(ctx, body, &s.reply)
 	if err != nil {
@@ -304,7 +315,11 @@ func (s *httpSink) post(ctx context.Context, body []byte) (throttle time.Duratio
 		}
 		return 0, err
 	}
-	return s.status(resp, s.reply.Bytes())
+	throttle, err = s.status(resp, s.reply.Bytes())
+	if err == nil {
+		s.inlinePaused = false
+	}
+	return throttle, err
 }
 
 // postClient is post through the net/http client, for endpoints behind a

@@ -46,6 +46,10 @@ type connPoster struct {
 	conn net.Conn // the connection requests go on: raw, or TLS over raw
 	raw  net.Conn
 	br   *bufio.Reader
+	// pending is the span count of a request sent inline whose reply is
+	// still to be read (lean_http_inline.go); 0: none.
+	pending int
+	peekBuf *[maxInlineReply]byte // replyWhole's scratch
 }
 
 // newConnPoster returns the poster for endpoint u with the request

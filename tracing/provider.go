@@ -102,6 +102,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (*Provider, error) {
 		sink = hs
 	}
 	p.lean = newLeanPipe(p.tp, newLeanEncoder(res, leanScope), sink, rc.QueueSize, false)
+	p.lean.allowInline(!rc.ExportOffLoop)
 	return p, nil
 }
 

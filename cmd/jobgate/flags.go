@@ -62,6 +62,7 @@ var flagSpecs = []flagSpec{
 	{"tracing-table-size", "most jobs on upstream servers a gateway keeps trace state for (`n`); 0: 65536", false},
 	{"tracing-payload-traceparent", "deliver job bodies to workers behind a traceparent line so they can continue the trace", true},
 	{"tracing-command-spans", "also make a span for each admin and stats command", true},
+	{"tracing-export-off-loop", "send every batch of spans from the export goroutine, never from the event loop that filled it", true},
 }
 
 // configFlag holds the text of one flag until it is applied to the config.

@@ -15,14 +15,14 @@ func TestTracingFlagsSetConfig(t *testing.T) {
 		"-tracing-enabled", "-tracing-endpoint", "http://127.0.0.1:4318", "-tracing-protocol", "grpc",
 		"-tracing-service-name", "from-flag", "-tracing-sampler", "traceidratio", "-tracing-sample-ratio", "0.25",
 		"-tracing-queue-size", "99", "-tracing-table-size", "7", "-tracing-payload-traceparent",
-		"-tracing-command-spans"}, &stderr)
+		"-tracing-command-spans", "-tracing-export-off-loop"}, &stderr)
 	if cfg == nil {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	tr := cfg.Tracing
 	if !tr.Enabled || tr.Endpoint != "http://127.0.0.1:4318" || tr.Protocol != "grpc" || tr.ServiceName != "from-flag" ||
 		tr.Sampler != "traceidratio" || tr.SampleRatio != 0.25 || tr.QueueSize != 99 || tr.TableSize != 7 ||
-		!tr.PayloadTraceparent || !tr.CommandSpans {
+		!tr.PayloadTraceparent || !tr.CommandSpans || !tr.ExportOffLoop {
 		t.Errorf("tracing config %+v", tr)
 	}
 }

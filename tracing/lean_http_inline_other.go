@@ -1,0 +1,16 @@
+//go:build !linux
+
+package tracing
+
+import "net"
+
+// canWriteNow is false: inline sends are for Linux only, where writeNow's
+// raw writev is known to work; elsewhere the export goroutine sends every
+// batch.
+const canWriteNow = false
+
+// writeNow cannot write without waiting here; inline sends never begin.
+func writeNow(net.Conn, []byte, []byte) (int, error) { return 0, nil }
+
+// peekAvailable cannot look at a socket here.
+func peekAvailable(net.Conn, []byte) (int, bool) { return 0, false }
