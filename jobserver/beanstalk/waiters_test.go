@@ -1,0 +1,56 @@
+package beanstalk
+
+import (
+	"testing"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+)
+
+// TestWaiterChoiceAsBeanstalkd: the waiting session a new job goes to is
+// the one beanstalkd's waiting set picks (ms_take: a cursor that moves on
+// after each take, over an array whose removals swap the last element in),
+// not simply the longest waiter. With A and B waiting, A gets the first
+// job; C then waits behind B, and the cursor, now past B's slot, gives the
+// second job to C. (The differential test found this against beanstalkd
+// 1.12, which answers so on the wire.)
+func TestWaiterChoiceAsBeanstalkd(t *testing.T) {
+	e, _ := newTestEngine(t)
+	a, b, c := newConn(t, e), newConn(t, e), newConn(t, e)
+	p := newConn(t, e)
+	a.startReserve()
+	b.startReserve()
+	p.put(0, 0, 10, "one")
+	a.mustResult(wire.Reserved)
+	b.pending()
+	c.startReserve()
+	p.put(0, 0, 10, "two")
+	if r := c.mustResult(wire.Reserved); string(r.Body) != "two" {
+		t.Fatalf("body %q", r.Body)
+	}
+	b.pending()
+	p.put(0, 0, 10, "three")
+	b.mustResult(wire.Reserved)
+}
+
+// TestWaiterChoiceAfterRemoval: a waiter leaving the set (here by closing)
+// moves the last one into its slot, as beanstalkd's ms_remove does. A, B,
+// C wait; B closes, so C takes B's slot: [A, C]; the next two jobs go to A
+// then C.
+func TestWaiterChoiceAfterRemoval(t *testing.T) {
+	e, _ := newTestEngine(t)
+	a, b, c, d := newConn(t, e), newConn(t, e), newConn(t, e), newConn(t, e)
+	p := newConn(t, e)
+	a.startReserve()
+	b.startReserve()
+	c.startReserve()
+	d.startReserve()
+	b.s.Close()
+	// [A, D, C], cursor 0: A, then [C, D] with the cursor at 1: D, then C.
+	p.put(0, 0, 10, "1")
+	a.mustResult(wire.Reserved)
+	p.put(0, 0, 10, "2")
+	d.mustResult(wire.Reserved)
+	c.pending()
+	p.put(0, 0, 10, "3")
+	c.mustResult(wire.Reserved)
+}
