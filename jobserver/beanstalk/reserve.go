@@ -29,6 +29,10 @@ func (s *Session) reserve(cmd *wire.Command, r *wire.Reply) bool {
 		return true
 	}
 	if j := s.bestReadyLocked(now); j != nil {
+		// beanstalkd serves even this reserve through its waiting sets:
+		// the session joins them and is picked from the job's tube, whose
+		// set held nobody else, which leaves that tube's cursor at 1.
+		j.tube.waiters.last = 1
 		e.detachLocked(j)
 		e.reserveLocked(s, j, now)
 		r.Kind, r.ID, r.Body = wire.Reserved, j.id, j.body

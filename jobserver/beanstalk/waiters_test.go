@@ -54,3 +54,19 @@ func TestWaiterChoiceAfterRemoval(t *testing.T) {
 	p.put(0, 0, 10, "3")
 	c.mustResult(wire.Reserved)
 }
+
+// TestWaiterChoiceAfterImmediateReserve: a reserve answered at once moves
+// the cursor of the job's tube too (beanstalkd makes the session a waiter
+// and picks it), so of B and C waiting next, C gets the next job.
+func TestWaiterChoiceAfterImmediateReserve(t *testing.T) {
+	e, _ := newTestEngine(t)
+	a, b, c := newConn(t, e), newConn(t, e), newConn(t, e)
+	p := newConn(t, e)
+	p.put(0, 0, 10, "1")
+	a.reserveNow()
+	b.startReserve()
+	c.startReserve()
+	p.put(0, 0, 10, "2")
+	c.mustResult(wire.Reserved)
+	b.pending()
+}
