@@ -269,11 +269,12 @@ func (s *Session) Close() {
 	s.stopWaitingLocked()
 	s.answered, s.answerJob = false, nil
 	now := e.now()
-	for j := s.reserved.top(); j != nil; j = s.reserved.top() {
+	for _, j := range s.heldInOrder(nil) {
 		s.unreserveLocked(j)
 		e.traceReturnedLocked(j, false)
 		e.enqueueLocked(j, 0, now)
 	}
+	s.resOrder = nil
 	s.closed = true
 	e.sessTimers.remove(s)
 	s.use.using--

@@ -102,6 +102,7 @@ func (e *Engine) reserveLocked(s *Session, j *job, now int64) {
 	j.deadline = now + int64(j.ttr)*int64(time.Second)
 	j.reserves++
 	s.reserved.push(j)
+	s.noteReservedLocked(j)
 	j.tube.reserved++
 	e.st.reserved++
 	s.retimeLocked()

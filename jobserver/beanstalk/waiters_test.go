@@ -70,3 +70,22 @@ func TestWaiterChoiceAfterImmediateReserve(t *testing.T) {
 	c.mustResult(wire.Reserved)
 	b.pending()
 }
+
+// TestCloseReturnsInReservationOrder: a closing session's jobs go back to
+// ready in the order it reserved them, each to a waiter at once, as
+// beanstalkd does; not in TTR order (job 2, with the shorter TTR, would
+// come first).
+func TestCloseReturnsInReservationOrder(t *testing.T) {
+	e, _ := newTestEngine(t)
+	a, w := newConn(t, e), newConn(t, e)
+	p := newConn(t, e)
+	p.put(0, 0, 10, "one")
+	p.put(0, 0, 5, "two")
+	a.reserveNow()
+	a.reserveNow()
+	w.startReserve()
+	a.s.Close()
+	if r := w.mustResult(wire.Reserved); string(r.Body) != "one" {
+		t.Fatalf("the waiter got %q, want the job reserved first", r.Body)
+	}
+}
