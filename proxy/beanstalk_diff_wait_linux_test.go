@@ -17,49 +17,53 @@ import (
 	"time"
 )
 
-// TestBeanstalkDifferentialWait is the differential test with time in it:
-// on four connections each to jobgate and to beanstalkd, besides every
+// TestBeanstalkDifferentialWait is the differential test with waiting in
+// it: on four connections each to jobgate and to beanstalkd, besides every
 // command TestBeanstalkDifferential sends, connections block in reserve
-// and reserve-with-timeout 1000 (which never runs out here), close or
-// quit while holding jobs or waiting, and are replaced by new ones. Every
-// connection must receive the same replies in the same order: which
-// waiting connection gets a new job, a job going back to ready when its
-// holder leaves, the stats counters while connections wait.
+// and reserve-with-timeout 1000 (which never runs out here), close, quit
+// or half-close while holding jobs or waiting, and are replaced by new
+// ones. Every connection must receive the same replies in the same order:
+// which waiting connection gets a new job, a job going back to ready when
+// its holder leaves, the stats counters while connections wait.
 //
 // Synchronising without sleeping: after each step, every connection that
-// does not wait sends list-tube-used and
-// is read up to its USING line: what comes before is its output of the
-// step (the stepping connection's first reply, which may be a USING too,
-// is the step's own); this is done twice. A waiting connection gets no command, so
-// whether its reply came in the step is read without blocking once the
-// two rounds are back. That holds because both servers write a reply a
-// step caused before they read a later command from another connection:
-// jobgate's loop reads the connections epoll reports, then flushes every
-// connection that got output (the waiting one's reply included) before
-// it polls again; beanstalkd takes one epoll event at a time and, while
-// handling the command that hands a job to a waiting connection, asks
-// epoll to report that connection writable, which puts it in the kernel's
-// ready list ahead of any sync that is sent later. Loopback delivers a
-// write to the peer's socket within the write call, and the second round
-// leaves a margin. Should one server's reply still be missing when the
-// other's is there, the test waits for it with a deadline (a slow
-// delivery then costs time, not a false failure; a real divergence still
-// fails).
+// does not wait sends list-tube-used and is read up to its USING line:
+// what comes before is its output of the step (the stepping connection's
+// first reply, which may be a USING too, is the step's own); this is done
+// twice. A waiting connection gets no command, so whether its reply came
+// in the step is read without blocking once the two rounds are back. That
+// holds because both servers write a reply a step caused before they read
+// a later command from another connection: jobgate's loop reads the
+// connections epoll reports, then flushes every connection that got
+// output (the waiting one's reply included) before it polls again;
+// beanstalkd takes one epoll event at a time and, while handling the
+// command that hands a job to a waiting connection, asks epoll to report
+// that connection writable, which puts it in the kernel's ready list ahead
+// of any sync sent later. Loopback delivers a write to the peer's socket
+// within the write call, and the second round leaves a margin. Should one
+// server's reply still be missing when the other's is there, the test
+// waits for it with a deadline and logs it (a slow delivery then costs
+// time, not a false failure; a real divergence still fails).
 //
 // A close is seen by the server at a time of its own: the test then polls
 // stats on a spare connection of each server, in step on both (so that
-// cmd-stats stays equal), until both count one connection less; quit is
-// answered by the server closing, read to its end.
+// cmd-stats stays equal), until both count one connection less. Quit and
+// a half-close are answered by the server closing, read to the end: both
+// servers close the socket in the same turn as they return its jobs.
 //
 // Only jobgate's event loop is compared: on the goroutine path a waiting
-// connection's reply is written by its own goroutine, with no order to
-// the other connections' replies. Not through the gateway either: it
-// serves a waiting reserve by rounds of reserve-with-timeout on its
-// backends, so which waiting client gets a job is the gateway's choice.
+// connection's reply is written by its own goroutine, in no order with
+// the other connections' replies. Not through the gateway either: in
+// front of beanstalkd it serves a waiting reserve by rounds of
+// reserve-with-timeout, so which waiting client gets a job is its own
+// choice; in front of the local engine a waiting reserve's answer goes
+// out on a goroutine of its own (bgwLocal.notify), after the syncs, and
+// its stats count connections differently (tried: replies came late and
+// current-connections never dropped to the count expected after a close).
 //
-// Left out, as depending on time: DEADLINE_SOON (TTRs are 100 s),
-// delays and pauses running out (delays are 0, pauses end by pause-tube
-// with 0).
+// Left out, as depending on time: DEADLINE_SOON and TTRs running out
+// (TTRs are 100 s and more), delays and pauses running out (delays are 0,
+// pauses end by pause-tube with 0).
 func TestBeanstalkDifferentialWait(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(*bwSeeds) {
@@ -142,7 +146,7 @@ func bwRun(t *testing.T, seed uint64, steps int, subject, ref string) {
 			}
 		}
 		for i, s := range servers {
-			if st.close || st.quit {
+			if st.close || st.quit || st.shut {
 				s.conns[st.conn] = bsDial(t, s.addr)
 			}
 			if err := s.sync(st, g, outs[i]); err != nil {
@@ -154,8 +158,8 @@ func bwRun(t *testing.T, seed uint64, steps int, subject, ref string) {
 			fail(step, "%v", err)
 		}
 		if late != "" {
-			// Not a failure if the output matches: the sync held not
-			// (see above), or held and a divergence follows.
+			// Not a failure if the outputs match: the sync did not
+			// hold (see above); otherwise the comparison below fails.
 			t.Logf("step %d: %s", step, late)
 		}
 		if *bwTrace {
@@ -178,6 +182,14 @@ func (s *bwServer) start(st bwStep) ([][]string, error) {
 	if st.close {
 		return outs, c.nc.Close()
 	}
+	if st.shut {
+		// beanstalkd answers a waiting reserve TIMED_OUT on a hang-up,
+		// then closes.
+		if err := c.nc.(*net.TCPConn).CloseWrite(); err != nil {
+			return nil, err
+		}
+		return outs, s.readToEnd(st.conn, outs)
+	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(bwTimeout))
 	if _, err := io.WriteString(c.nc, st.cmd); err != nil {
 		return nil, fmt.Errorf("conn %d: send %q: %w", st.conn, st.cmd, err)
@@ -185,16 +197,24 @@ func (s *bwServer) start(st bwStep) ([][]string, error) {
 	if !st.quit {
 		return outs, nil
 	}
+	return outs, s.readToEnd(st.conn, outs)
+}
+
+// readToEnd reads connection i, which the server is closing, to its end
+// and closes it. The server has then handled the close (both close the
+// socket after returning the connection's jobs, in the same turn).
+func (s *bwServer) readToEnd(i int, outs [][]string) error {
+	c := s.conns[i]
+	defer c.nc.Close()
 	for {
 		r, err := bwReadReply(c)
-		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-			c.nc.Close()
-			return outs, nil
+		if r == "" && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("conn %d after quit: %w", st.conn, err)
+			return fmt.Errorf("conn %d, waiting for its end after %q: %w", i, outs[i], err)
 		}
-		outs[st.conn] = append(outs[st.conn], bsMask(r))
+		outs[i] = append(outs[i], bsMask(r))
 	}
 }
 
@@ -208,7 +228,7 @@ func (s *bwServer) sync(st bwStep, g *bwGen, outs [][]string) error {
 			order = append(order, i)
 		}
 	}
-	fresh := st.close || st.quit // st.conn is a new connection, not waiting
+	fresh := st.close || st.quit || st.shut // st.conn is a new connection, not waiting
 	for round := range 2 {
 		for _, i := range order {
 			if (g.waiting[i] && !(fresh && i == st.conn)) || (st.wait && i == st.conn) {
@@ -252,7 +272,7 @@ func bwCollectWaiting(servers []*bwServer, st bwStep, g *bwGen, outs [][][]strin
 		if !g.waiting[i] && !(st.wait && i == st.conn) {
 			continue
 		}
-		if (st.close || st.quit) && i == st.conn {
+		if (st.close || st.quit || st.shut) && i == st.conn {
 			continue // a new connection
 		}
 		var ready []bool
