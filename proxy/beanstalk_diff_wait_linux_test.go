@@ -150,6 +150,16 @@ func bwRun(t *testing.T, seed uint64, steps int, subject, ref string) {
 				s.conns[st.conn] = bsDial(t, s.addr)
 			}
 			if err := s.sync(st, g, outs[i]); err != nil {
+				var ne net.Error
+				if s.name == "beanstalkd" && st.cmd == "reserve-with-timeout 0\r\n" &&
+					errors.As(err, &ne) && ne.Timeout() && slices.Equal(outs[0][st.conn], []string{"TIMED_OUT\r\n"}) {
+					// beanstalkd 1.12 bug: after some sequences of closes
+					// its heap of connection timeouts holds a stale entry
+					// above a due timeout, and a reserve-with-timeout 0
+					// then waits (here for ever: other timeouts are 100 s
+					// away). jobgate answered TIMED_OUT, as it must.
+					t.Skipf("seed %d step %d: beanstalkd left reserve-with-timeout 0 unanswered (its timeout heap bug); jobgate answered TIMED_OUT", seed, step)
+				}
 				fail(step, "%s: %v", s.name, err)
 			}
 		}
