@@ -269,7 +269,13 @@ func (s *Session) Close() {
 	s.stopWaitingLocked()
 	s.answered, s.answerJob = false, nil
 	now := e.now()
-	for _, j := range s.heldInOrder(nil) {
+	// Oldest reservation first (reserve_order.go). s waits no more, so
+	// what enqueueLocked hands out goes to other sessions.
+	for _, re := range s.resOrder {
+		if !s.current(re) {
+			continue
+		}
+		j := re.j
 		s.unreserveLocked(j)
 		e.traceReturnedLocked(j, false)
 		e.enqueueLocked(j, 0, now)

@@ -7,32 +7,35 @@ package beanstalk
 // not the TTR order of Session.reserved. The job struct has no room left
 // for a sequence number (job.go), so the session keeps its own list.
 
-// noteReservedLocked records that s has just reserved j. The list may
-// hold jobs no longer reserved by s (deleted, released, timed out) and
-// repeats; it is pruned when it grows past twice the reservations, so its
-// length stays bounded by what s holds.
-func (s *Session) noteReservedLocked(j *job) {
-	s.resOrder = append(s.resOrder, j)
-	if len(s.resOrder) > 2*s.reserved.len()+16 {
-		s.resOrder = s.heldInOrder(s.resOrder[:0:0])
-	}
+// resEntry is one reservation: the job and its reserve count then, which
+// tells a current entry from one left by an earlier reservation of the
+// same job.
+type resEntry struct {
+	j *job
+	n uint32
 }
 
-// heldInOrder appends to dst the jobs s still holds, oldest reservation
-// first, each once (at its latest reservation).
-func (s *Session) heldInOrder(dst []*job) []*job {
-	start := len(dst)
-	seen := make(map[*job]bool, s.reserved.len())
-	for i := len(s.resOrder) - 1; i >= 0; i-- {
-		j := s.resOrder[i]
-		if seen[j] || !s.owns(j) {
-			continue
+// current reports whether s still holds the reservation e records.
+func (s *Session) current(e resEntry) bool {
+	return e.n == e.j.reserves && s.owns(e.j)
+}
+
+// noteReservedLocked records that s has just reserved j (after
+// reserveLocked counted it). Entries that are no longer current (the job
+// deleted, released, timed out, or reserved again) are dropped, in place,
+// when the list grows past twice the reservations held, so its length
+// stays bounded by what s holds.
+func (s *Session) noteReservedLocked(j *job) {
+	s.resOrder = append(s.resOrder, resEntry{j, j.reserves})
+	if len(s.resOrder) <= 2*s.reserved.len()+16 {
+		return
+	}
+	kept := s.resOrder[:0]
+	for _, e := range s.resOrder {
+		if s.current(e) {
+			kept = append(kept, e)
 		}
-		seen[j] = true
-		dst = append(dst, j)
 	}
-	for a, b := start, len(dst)-1; a < b; a, b = a+1, b-1 {
-		dst[a], dst[b] = dst[b], dst[a]
-	}
-	return dst
+	clear(s.resOrder[len(kept):])
+	s.resOrder = kept
 }

@@ -89,3 +89,33 @@ func TestCloseReturnsInReservationOrder(t *testing.T) {
 		t.Fatalf("the waiter got %q, want the job reserved first", r.Body)
 	}
 }
+
+// TestCloseOrderAfterReserveAgain: a job released and reserved again by
+// the same session counts from its latest reservation, and many
+// reservations in a row (the list pruned on the way) keep the order.
+func TestCloseOrderAfterReserveAgain(t *testing.T) {
+	e, _ := newTestEngine(t)
+	a, w := newConn(t, e), newConn(t, e)
+	p := newConn(t, e)
+	one := p.put(0, 0, 10, "one")
+	p.put(0, 0, 10, "two")
+	a.reserveNow()
+	a.reserveNow()
+	for range 40 { // past the pruning threshold
+		a.want(wire.Command{Verb: wire.Release, ID: one}, wire.Released)
+		if id, _ := a.reserveNow(); id != one {
+			t.Fatalf("reserved %d, want %d", id, one)
+		}
+		if n := len(a.s.resOrder); n > 2*2+16+1 {
+			t.Fatalf("%d reservation entries for 2 jobs held", n)
+		}
+	}
+	w.startReserve()
+	a.s.Close()
+	if r := w.mustResult(wire.Reserved); string(r.Body) != "two" {
+		t.Fatalf("the waiter got %q, want two (one was reserved again later)", r.Body)
+	}
+	if n := len(a.s.resOrder); n != 0 {
+		t.Fatalf("closed session keeps %d entries", n)
+	}
+}
