@@ -158,7 +158,10 @@ func checkInvariants(e *Engine, sessions []*Session) error {
 	for _, tb := range e.tubeList {
 		inList[tb] = map[*Session]bool{}
 		n := 0
-		for w := tb.waiters.head; w != nil; w = w.next {
+		for i, w := range tb.waiters.items {
+			if w.idx != i {
+				return fmt.Errorf("tube %s: waiter at %d thinks it is at %d", tb.name, i, w.idx)
+			}
 			inList[tb][w.s] = true
 			n++
 		}

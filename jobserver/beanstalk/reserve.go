@@ -29,6 +29,10 @@ func (s *Session) reserve(cmd *wire.Command, r *wire.Reply) bool {
 		return true
 	}
 	if j := s.bestReadyLocked(now); j != nil {
+		// beanstalkd serves even this reserve through its waiting sets:
+		// the session joins them and is picked from the job's tube, whose
+		// set held nobody else, which leaves that tube's cursor at 1.
+		j.tube.waiters.last = 1
 		e.detachLocked(j)
 		e.reserveLocked(s, j, now)
 		r.Kind, r.ID, r.Body = wire.Reserved, j.id, j.body
@@ -265,11 +269,18 @@ func (s *Session) Close() {
 	s.stopWaitingLocked()
 	s.answered, s.answerJob = false, nil
 	now := e.now()
-	for j := s.reserved.top(); j != nil; j = s.reserved.top() {
+	// Oldest reservation first (reserve_order.go). s waits no more, so
+	// what enqueueLocked hands out goes to other sessions.
+	for _, re := range s.resOrder {
+		if !s.current(re) {
+			continue
+		}
+		j := re.j
 		s.unreserveLocked(j)
 		e.traceReturnedLocked(j, false)
 		e.enqueueLocked(j, 0, now)
 	}
+	s.resOrder = nil
 	s.closed = true
 	e.sessTimers.remove(s)
 	s.use.using--

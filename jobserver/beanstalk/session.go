@@ -27,6 +27,9 @@ type Session struct {
 	use      *tube
 	watch    []*tube // in beanstalkd's list-tubes-watched order
 	reserved jobHeap // by TTR deadline
+	// resOrder lists the reservations in the order made, for Close
+	// (reserve_order.go).
+	resOrder []resEntry
 	// allow, when set, says which watched tubes reserve may take from
 	// (SetReserveFilter).
 	allow func(tube []byte) bool

@@ -102,6 +102,7 @@ func (e *Engine) reserveLocked(s *Session, j *job, now int64) {
 	j.deadline = now + int64(j.ttr)*int64(time.Second)
 	j.reserves++
 	s.reserved.push(j)
+	s.noteReservedLocked(j)
 	j.tube.reserved++
 	e.st.reserved++
 	s.retimeLocked()
@@ -126,14 +127,14 @@ func (e *Engine) freeLocked(j *job) {
 }
 
 // dispatchLocked hands t's ready jobs to the sessions waiting on t, best job
-// to longest waiter, while both last. Since every other tube keeps the
-// invariant "no unpaused tube has both waiters and ready jobs", t's best job
-// is the best job any of these sessions could get, as in beanstalkd's
-// process_queue.
+// to the waiter beanstalkd would pick (waitList.pick), while both last.
+// Since every other tube keeps the invariant "no unpaused tube has both
+// waiters and ready jobs", t's best job is the best job any of these
+// sessions could get, as in beanstalkd's process_queue.
 func (e *Engine) dispatchLocked(t *tube, now int64) {
 	for t.waiters.n > 0 && t.ready.len() > 0 {
 		j := t.ready.top()
-		s := t.waiters.head.s
+		s := t.waiters.pick().s
 		e.detachLocked(j)
 		s.stopWaitingLocked()
 		e.reserveLocked(s, j, now)

@@ -111,43 +111,47 @@ func (e *Engine) retimeTubeLocked(t *tube) {
 	e.armLocked(next)
 }
 
-// waiter links a waiting session into one watched tube's queue. A session
+// waiter puts a waiting session in one watched tube's set. A session
 // owns one waiter per watched tube, reused across reserves.
 type waiter struct {
-	s          *Session
-	prev, next *waiter
+	s   *Session
+	idx int // position in the tube's waitList.items
 }
 
-// waitList is a FIFO of waiters: the session that has waited longest gets
-// the next job.
+// waitList is a tube's set of waiting sessions, kept as beanstalkd keeps
+// it (ms.c), because which waiter gets a new job is visible to clients and
+// the differential test holds us to it: an array where a removal moves the
+// last element into the freed slot, and a cursor that picks the waiter a
+// job goes to and moves one slot on after each pick. That is mostly, not
+// always, the longest waiter.
 type waitList struct {
-	head, tail *waiter
-	n          int
+	items []*waiter
+	last  int // the cursor: where the next pick looks, modulo len(items)
+	n     int
 }
 
 func (l *waitList) pushBack(w *waiter) {
-	w.next = nil
-	w.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = w
-	} else {
-		l.head = w
-	}
-	l.tail = w
+	w.idx = len(l.items)
+	l.items = append(l.items, w)
 	l.n++
 }
 
 func (l *waitList) remove(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		l.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		l.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
+	end := len(l.items) - 1
+	moved := l.items[end]
+	l.items[w.idx] = moved
+	moved.idx = w.idx
+	l.items[end] = nil
+	l.items = l.items[:end]
 	l.n--
+}
+
+// pick returns the waiter the next job goes to, which the caller then
+// removes (Session.stopWaitingLocked), and moves the cursor on. The list
+// must not be empty.
+func (l *waitList) pick() *waiter {
+	l.last %= len(l.items)
+	w := l.items[l.last]
+	l.last++
+	return w
 }
