@@ -66,8 +66,9 @@ const tracesPath = "/v1/traces"
 // _CERTIFICATE, _CLIENT_KEY, _CLIENT_CERTIFICATE, _COMPRESSION, _TIMEOUT and
 // their _TRACES_ forms) and OTEL_BSP_SCHEDULE_DELAY / OTEL_BSP_EXPORT_TIMEOUT
 // (read by the batch processor) keep working; Config does not model them.
-// OTEL_BSP_MAX_EXPORT_BATCH_SIZE is ignored: the batch is min(512, QueueSize)
-// so that a batch can always fill (see the Provider's drop accounting).
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE sets the job spans' batch (512 unset),
+// capped at QueueSize so that a batch can always fill (see the Provider's
+// drop accounting); the SDK's spans go in batches of min(512, QueueSize).
 type Config struct {
 	// Enabled turns tracing on. Left false, tracing is still on when
 	// OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or

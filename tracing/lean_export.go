@@ -18,9 +18,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// Defaults of the batch timing, as the SDK's batch processor has them and
-// reads them from OTEL_BSP_SCHEDULE_DELAY and OTEL_BSP_EXPORT_TIMEOUT (in
-// milliseconds).
+// Defaults of the batches, as the SDK's batch processor has them and
+// reads them from OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_EXPORT_TIMEOUT (in
+// milliseconds) and OTEL_BSP_MAX_EXPORT_BATCH_SIZE. Larger batches mean
+// fewer posts but a longer stall of the event loop that encodes one
+// ("Round 10" under Tracing in docs/BENCHMARKS.md).
 const (
 	leanDefaultDelay   = 5 * time.Second
 	leanDefaultTimeout = 30 * time.Second
@@ -88,7 +90,7 @@ func newLeanPipe(tp trace.TracerProvider, enc leanEncoder, sink leanSink, limit 
 	p := &leanPipe{
 		tp: tp, enc: enc, sink: sink,
 		limit:   limit,
-		batch:   min(leanMaxBatch, limit),
+		batch:   min(envCount("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", leanMaxBatch), limit),
 		delay:   envMillis("OTEL_BSP_SCHEDULE_DELAY", leanDefaultDelay),
 		timeout: envMillis("OTEL_BSP_EXPORT_TIMEOUT", leanDefaultTimeout),
 		wake:    make(chan struct{}, 1),
@@ -111,6 +113,15 @@ func envMillis(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(v) * time.Millisecond
+}
+
+// envCount reads a positive count from the environment.
+func envCount(name string, def int) int {
+	v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(name)))
+	if err != nil || v <= 0 {
+		return def
+	}
+	return v
 }
 
 // enqueue admits an ended span for export, or drops and counts it.

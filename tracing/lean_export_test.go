@@ -58,3 +58,27 @@ func TestLeanQueueScheduleDelay(t *testing.T) {
 	p.Tracer(Gearman).StartSend(context.Background(), Message{Destination: "f"}).Created("H:1")
 	waitExported(t, exp, 1)
 }
+
+// TestLeanBatchSize: job spans go out in batches of
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512 when unset, never larger than the
+// queue (a batch must be able to fill).
+func TestLeanBatchSize(t *testing.T) {
+	for _, c := range []struct {
+		env   string
+		queue int
+		want  int
+	}{
+		{"", DefaultQueueSize, 512},
+		{"", 100, 100},
+		{"1000", DefaultQueueSize, 1000},
+		{"1000", 200, 200},
+		{"-1", DefaultQueueSize, 512},
+		{"x", DefaultQueueSize, 512},
+	} {
+		t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", c.env)
+		p := newLeanPipe(nil, leanEncoder{}, discardSink{}, c.queue, true)
+		if p.batch != c.want {
+			t.Errorf("OTEL_BSP_MAX_EXPORT_BATCH_SIZE=%q, queue %d: batch %d, want %d", c.env, c.queue, p.batch, c.want)
+		}
+	}
+}
