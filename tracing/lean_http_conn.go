@@ -185,25 +185,9 @@ func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buf
 	if err := c.conn.SetDeadline(deadline); err != nil {
 		return nil, false, err
 	}
-	// Cancelling ctx (Shutdown giving up) ends a write or read in
-	// progress at once. A cancel that comes as the exchange ends may set
-	// its deadline late, on a connection the next batch would reuse: then
-	// the connection goes.
+	defer c.cutOnDone(ctx)()
 	conn := c.conn
-	fired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = conn.SetDeadline(time.Unix(1, 0))
-		close(fired)
-	})
-	defer func() {
-		if !stop() {
-			<-fired
-			c.close()
-		}
-	}()
-
-	c.head = strconv.AppendInt(c.head[:c.fixed], int64(len(body)), 10)
-	c.head = append(c.head, "\r\n\r\n"...)
+	c.setHead(len(body))
 	bufs := net.Buffers{c.head, body}
 	if n, werr := bufs.WriteTo(conn); werr != nil {
 		// A receiver may answer (413, 400, 401) and close before it read
@@ -221,6 +205,34 @@ func (c *connPoster) exchange(ctx context.Context, body []byte, reply *bytes.Buf
 		c.close()
 	}
 	return resp, true, err
+}
+
+// setHead completes the request head for a body of n bytes.
+func (c *connPoster) setHead(n int) {
+	c.head = strconv.AppendInt(c.head[:c.fixed], int64(n), 10)
+	c.head = append(c.head, "\r\n\r\n"...)
+}
+
+// cutOnDone makes the connection's reads and writes fail at once when
+// ctx ends (Shutdown giving up); stop, called when the attempt is over,
+// closes the connection if that happened: a cancel that comes as the
+// attempt ends may set its deadline late, on a connection the next batch
+// would reuse.
+func (c *connPoster) cutOnDone(ctx context.Context) (stop func()) {
+	conn := c.conn
+	fired := make(chan struct{})
+	after := context.AfterFunc(ctx, func() {
+		_ = conn.SetDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	return func() {
+		if !after() {
+			<-fired
+			if c.conn == conn {
+				c.close()
+			}
+		}
+	}
 }
 
 // readReply reads one reply into reply.

@@ -54,8 +54,7 @@ func (s *httpSink) tryInline(req []byte, n int) (written int, sent bool) {
 	if c.br.Buffered() > 0 || peekSocket(c.raw) != peekQuiet {
 		return 0, false
 	}
-	c.head = strconv.AppendInt(c.head[:c.fixed], int64(len(req)), 10)
-	c.head = append(c.head, "\r\n\r\n"...)
+	c.setHead(len(req))
 	w, err := writeNow(c.raw, c.head, req)
 	if err != nil {
 		c.close() // nothing of this request went: the export goroutine sends it again
@@ -78,13 +77,9 @@ func (s *httpSink) finishInline(ctx context.Context, req []byte, written, n int)
 	}
 	// The rest of the request, after the part that went: c.head is still
 	// the head tryInline wrote.
-	ctx, cancel := c.attemptContext(ctx)
-	defer cancel()
-	stop := c.cutOnDone(ctx)
-	defer stop()
-	deadline, _ := ctx.Deadline()
-	if err := c.conn.SetDeadline(deadline); err != nil {
-		c.close()
+	done, err := c.attempt(ctx)
+	defer done()
+	if err != nil {
 		return err
 	}
 	rest := net.Buffers{c.head, req}
@@ -110,45 +105,28 @@ func (s *httpSink) settle(ctx context.Context) {
 		return
 	}
 	if c.conn != nil {
-		ctx, cancel := c.attemptContext(ctx)
-		defer cancel()
-		stop := c.cutOnDone(ctx)
-		defer stop()
-		deadline, _ := ctx.Deadline()
-		if err := c.conn.SetReadDeadline(deadline); err != nil {
-			c.close()
-		}
+		done, _ := c.attempt(ctx) // on an error the connection is gone: settleReply reports the loss
+		defer done()
 	}
 	s.settleReply()
 }
 
-// attemptContext bounds ctx by the sink's time for one attempt, as do
-// does.
-func (c *connPoster) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// attempt bounds the connection's reads and writes until done by ctx and
+// by the sink's time for one attempt, as do does. On an error the
+// connection is closed.
+func (c *connPoster) attempt(ctx context.Context) (done func(), err error) {
+	cancel := context.CancelFunc(func() {})
 	if c.timeout > 0 {
-		return context.WithTimeout(ctx, c.timeout)
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 	}
-	return context.WithCancel(ctx)
-}
-
-// cutOnDone makes the connection's reads and writes fail at once when
-// ctx ends (Shutdown giving up); stop, called when the attempt is over,
-// closes the connection if that happened, as its state is then unknown.
-func (c *connPoster) cutOnDone(ctx context.Context) (stop func()) {
-	conn := c.conn
-	fired := make(chan struct{})
-	after := context.AfterFunc(ctx, func() {
-		_ = conn.SetDeadline(time.Unix(1, 0))
-		close(fired)
-	})
-	return func() {
-		if !after() {
-			<-fired
-			if c.conn == conn {
-				c.close()
-			}
-		}
+	stop := c.cutOnDone(ctx)
+	done = func() { stop(); cancel() }
+	deadline, _ := ctx.Deadline()
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		c.close()
+		return done, err
 	}
+	return done, nil
 }
 
 // settleReply reads the reply to the request sent inline and reports it.
