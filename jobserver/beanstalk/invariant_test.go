@@ -146,8 +146,8 @@ func checkInvariants(e *Engine, sessions []*Session) error {
 				urgent++
 			}
 		}
-		if tb.waiters.n > 0 && tb.ready.len() > 0 && !tb.pausedAt(now) {
-			return fmt.Errorf("tube %s has %d waiters and %d ready jobs", tb.name, tb.waiters.n, tb.ready.len())
+		if tb.waiters.len() > 0 && tb.ready.len() > 0 && !tb.pausedAt(now) {
+			return fmt.Errorf("tube %s has %d waiters and %d ready jobs", tb.name, tb.waiters.len(), tb.ready.len())
 		}
 		if j := tb.delay.top(); j != nil && (tb.timerIdx < 0 || tb.nextAt > j.deadline) {
 			return fmt.Errorf("tube %s: delayed job %d not timed", tb.name, j.id)
@@ -157,16 +157,11 @@ func checkInvariants(e *Engine, sessions []*Session) error {
 	inList := map[*tube]map[*Session]bool{}
 	for _, tb := range e.tubeList {
 		inList[tb] = map[*Session]bool{}
-		n := 0
 		for i, w := range tb.waiters.items {
 			if w.idx != i {
 				return fmt.Errorf("tube %s: waiter at %d thinks it is at %d", tb.name, i, w.idx)
 			}
 			inList[tb][w.s] = true
-			n++
-		}
-		if n != tb.waiters.n {
-			return fmt.Errorf("tube %s: %d waiters linked, count %d", tb.name, n, tb.waiters.n)
 		}
 	}
 	for _, s := range sessions {

@@ -132,7 +132,7 @@ func (e *Engine) freeLocked(j *job) {
 // waiters and ready jobs", t's best job is the best job any of these
 // sessions could get, as in beanstalkd's process_queue.
 func (e *Engine) dispatchLocked(t *tube, now int64) {
-	for t.waiters.n > 0 && t.ready.len() > 0 {
+	for t.waiters.len() > 0 && t.ready.len() > 0 {
 		j := t.ready.top()
 		s := t.waiters.pick().s
 		e.detachLocked(j)

@@ -141,7 +141,7 @@ func (e *Engine) appendTubeStats(b []byte, t *tube, now int64) []byte {
 	b = appendKV(b, "total-jobs", t.totalJobs)
 	b = appendKV(b, "current-using", uint64(t.using))
 	b = appendKV(b, "current-watching", uint64(t.watching))
-	b = appendKV(b, "current-waiting", uint64(t.waiters.n))
+	b = appendKV(b, "current-waiting", uint64(t.waiters.len()))
 	b = appendKV(b, "cmd-delete", t.deletes)
 	b = appendKV(b, "cmd-pause-tube", t.pauses)
 	b = appendKVInt(b, "pause", t.pause/int64(time.Second))

@@ -43,7 +43,7 @@ type tube struct {
 
 func (t *tube) at() int64        { return t.nextAt }
 func (t *tube) heapIndex() *int  { return &t.timerIdx }
-func (t *tube) hasWaiters() bool { return t.waiters.n > 0 }
+func (t *tube) hasWaiters() bool { return t.waiters.len() > 0 }
 
 // pausedAt reports whether the tube is still paused at now. The timer ends
 // pauses on time; this check only closes the gap of a late timer.
@@ -127,13 +127,14 @@ type waiter struct {
 type waitList struct {
 	items []*waiter
 	last  int // the cursor: where the next pick looks, modulo len(items)
-	n     int
 }
+
+// len is how many sessions wait.
+func (l *waitList) len() int { return len(l.items) }
 
 func (l *waitList) pushBack(w *waiter) {
 	w.idx = len(l.items)
 	l.items = append(l.items, w)
-	l.n++
 }
 
 func (l *waitList) remove(w *waiter) {
@@ -143,7 +144,6 @@ func (l *waitList) remove(w *waiter) {
 	moved.idx = w.idx
 	l.items[end] = nil
 	l.items = l.items[:end]
-	l.n--
 }
 
 // pick returns the waiter the next job goes to, which the caller then
