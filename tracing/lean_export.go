@@ -41,7 +41,8 @@ type leanSink interface {
 // export goroutine, so the data path never blocks and is not woken per
 // span (the cost handoff.go removed for the SDK path). When the queue is
 // full the span is dropped and counted. The goroutine encodes each batch
-// into reused buffers and uploads it.
+// into reused buffers and uploads it, unless the goroutine that filled the
+// batch could send it itself without waiting (lean_inline.go).
 type leanPipe struct {
 	tp    trace.TracerProvider
 	enc   leanEncoder

@@ -21,8 +21,10 @@ import (
 // It never waits: a connection not yet open, a reply to the previous
 // inline request not yet there whole, or a socket buffer that takes only
 // part of the request sends the rest of the work to the export goroutine,
-// which finishes it the usual way. A batch sent inline is not retried: a
-// retryable reply (429, 503...) counts its spans as failed.
+// which finishes it the usual way. A batch sent inline is not kept, so
+// not retried: a retryable reply (429, 503...) counts its spans as failed,
+// and the next batches go the export goroutine's way, with its retries,
+// until one succeeds.
 
 // inlineSink is a leanSink that can take a batch without waiting.
 type inlineSink interface {
