@@ -197,18 +197,24 @@ func peekBuffered(c *connPoster) []byte {
 // a final status whose body length its Content-Length gives.
 func replyComplete(b []byte) bool {
 	end := bytes.Index(b, []byte("\r\n\r\n"))
-	if end < 0 || !bytes.HasPrefix(b, []byte("HTTP/1.")) || len(b) < 12 || b[9] == '1' {
+	if end < 0 || !bytes.HasPrefix(b, []byte("HTTP/1.")) || len(b) < 12 || b[9] < '2' || b[9] > '5' {
 		return false
 	}
 	head := b[:end+2]
+	if bytes.Count(head, []byte("\n")) != bytes.Count(head, []byte("\r\n")) {
+		return false // a bare line feed: net/http may end the head earlier
+	}
 	length := -1
 	for line := range bytes.SplitSeq(head, []byte("\r\n")) {
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			return false // a folded line continues the header before it
+		}
 		k, v, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
 		switch {
-		case bytes.EqualFold(bytes.TrimSpace(k), []byte("Content-Length")):
+		case bytes.EqualFold(k, []byte("Content-Length")): // only as net/http reads it
 			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
 			if err != nil || n < 0 || length >= 0 {
 				return false

@@ -359,6 +359,10 @@ func TestReplyComplete(t *testing.T) {
 		{"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", false},
 		{"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", false},
 		{"SSH-2.0\r\n\r\n", false},
+		{"HTTP/1.0 000 \r\nContent-Length: 0\r\n\r\n", false},
+		{"HTTP/1.0 200 OK\r\n\nContent-Length: 0\r\n\r\n", false},
+		{"HTTP/1.1 200 OK\r\nX: a\r\n Content-Length: 0\r\n\r\n", false},
+		{"HTTP/1.0 200 OK\r\nContent-Length : 0\r\n\r\n", false},
 	} {
 		if got := replyComplete([]byte(c.reply)); got != c.want {
 			t.Errorf("%q: %v, want %v", c.reply, got, c.want)
