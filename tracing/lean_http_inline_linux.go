@@ -47,29 +47,3 @@ func writeNow(conn net.Conn, head, body []byte) (int, error) {
 	}
 	return n, werr
 }
-
-// peekAvailable copies into buf what conn's socket holds, without taking
-// it or waiting. ok is false at the end of the stream or on an error.
-func peekAvailable(conn net.Conn, buf []byte) (n int, ok bool) {
-	sc, isSC := conn.(syscall.Conn)
-	if !isSC || len(buf) == 0 {
-		return 0, isSC
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	ok = true
-	err = rc.Read(func(fd uintptr) bool {
-		k, _, rerr := syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
-		case rerr != nil || k == 0:
-			ok = false
-		default:
-			n = k
-		}
-		return true // never wait
-	})
-	return n, ok && err == nil
-}

@@ -11,6 +11,3 @@ const canWriteNow = false
 
 // writeNow cannot write without waiting here; inline sends never begin.
 func writeNow(net.Conn, []byte, []byte) (int, error) { return 0, nil }
-
-// peekAvailable cannot look at a socket here.
-func peekAvailable(net.Conn, []byte) (int, bool) { return 0, false }

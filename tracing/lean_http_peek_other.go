@@ -20,3 +20,6 @@ const canPeek = false
 
 // peekSocket cannot look at a socket here.
 func peekSocket(net.Conn) peekState { return peekQuiet }
+
+// peekAvailable cannot look at a socket here.
+func peekAvailable(net.Conn, []byte) (int, bool) { return 0, false }

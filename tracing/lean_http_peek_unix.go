@@ -24,29 +24,41 @@ const (
 // A deadline would not do: the runtime reports a deadline already past
 // without asking the kernel.
 func peekSocket(conn net.Conn) peekState {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return peekQuiet
+	if _, ok := conn.(syscall.Conn); !ok {
+		return peekQuiet // no way to tell
+	}
+	var b [1]byte
+	switch n, ok := peekAvailable(conn, b[:]); {
+	case !ok:
+		return peekClosed
+	case n > 0:
+		return peekData
+	}
+	return peekQuiet
+}
+
+// peekAvailable copies into buf what conn's socket holds, without taking
+// it or waiting. ok is false at the end of the stream or on an error.
+func peekAvailable(conn net.Conn, buf []byte) (n int, ok bool) {
+	sc, isSC := conn.(syscall.Conn)
+	if !isSC || len(buf) == 0 {
+		return 0, isSC
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return peekClosed
+		return 0, false
 	}
-	state := peekQuiet
-	var b [1]byte
+	ok = true
 	err = rc.Read(func(fd uintptr) bool {
-		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		k, _, rerr := syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
-		case rerr != nil || n == 0:
-			state = peekClosed
+		case rerr != nil || k == 0:
+			ok = false
 		default:
-			state = peekData
+			n = k
 		}
 		return true // never wait
 	})
-	if err != nil {
-		return peekClosed
-	}
-	return state
+	return n, ok && err == nil
 }
