@@ -201,6 +201,28 @@ func checkInvariants(t *testing.T, e *Engine) {
 	if pending != 0 {
 		t.Errorf("pending list and function counts differ by %d", pending)
 	}
+	running := 0
+	for s := e.sessions; s != nil; s = s.nextS {
+		n := 0
+		var prev *job
+		for j := s.running.head; j != nil; j = j.next {
+			if j.state != stateRunning || j.worker != s || j.prev != prev {
+				t.Errorf("job %d misfiled on a worker's running list", j.id)
+			}
+			prev = j
+			n++
+		}
+		if prev != s.running.tail || n != s.nrunning {
+			t.Errorf("worker holds %d jobs, counts %d (tail ok: %v)", n, s.nrunning, prev == s.running.tail)
+		}
+		running += n
+	}
+	for _, f := range e.funcList {
+		running -= f.running
+	}
+	if running != 0 {
+		t.Errorf("running lists and function counts differ by %d", running)
+	}
 	if total != len(e.jobs) {
 		t.Errorf("functions count %d jobs, index has %d", total, len(e.jobs))
 	}

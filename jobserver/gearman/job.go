@@ -35,8 +35,8 @@ type job struct {
 	// queued, the enqueue sequence number that orders jobs of one priority
 	// across functions.
 	at        int64
-	prev      *job     // ready queue (or pending list) links
-	next      *job     //
+	prev      *job     // ready queue, pending list or worker's running list links
+	next      *job     // (a job is in at most one of them)
 	worker    *Session // while running
 	clients   *attach  // foreground clients, newest first
 	reducer   *string  // reduce jobs only

@@ -5,7 +5,7 @@ package gearman
 func (s *Session) Assigned() int {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
-	return len(s.running)
+	return s.nrunning
 }
 
 // Busy reports whether the session has work in hand: a worker asleep
@@ -15,5 +15,5 @@ func (s *Session) Assigned() int {
 func (s *Session) Busy() bool {
 	s.e.mu.Lock()
 	defer s.e.mu.Unlock()
-	return s.sleeping || len(s.running) > 0 || s.attached != nil || len(s.held) > 0
+	return s.sleeping || s.running.head != nil || s.attached != nil || len(s.held) > 0
 }

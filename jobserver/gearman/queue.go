@@ -2,7 +2,6 @@ package gearman
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
@@ -150,7 +149,8 @@ func (e *Engine) assign(s *Session, j *job) {
 	j.state = stateRunning
 	j.worker = s
 	j.fn.running++
-	s.running = append(s.running, j)
+	s.running.push(j) // j left its ready queue in take: prev/next are free
+	s.nrunning++
 	var start int64 // 0 unless an observer needs the run time (observe.go)
 	if e.obs != nil {
 		start = e.now()
@@ -174,15 +174,13 @@ func (e *Engine) assign(s *Session, j *job) {
 
 // unassign detaches a running job from its worker. s.running stays in
 // grab order: a worker that gives its jobs up requeues them newest first,
-// as gearmand does.
+// as gearmand does. It is a list linked through the job itself, so taking
+// a job out of the middle costs O(1) however many jobs the worker holds
+// (GRAB_JOB_ALL, or no max_reserved_per_conn), and no memory per job.
 func (e *Engine) unassign(j *job) {
 	s := j.worker
-	for i, r := range s.running {
-		if r == j {
-			s.running = slices.Delete(s.running, i, i+1)
-			break
-		}
-	}
+	s.running.remove(j)
+	s.nrunning--
 	j.worker = nil
 	j.fn.running--
 	if j.tidx >= 0 {

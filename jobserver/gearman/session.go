@@ -35,7 +35,8 @@ type Session struct {
 	heldBuf      []byte     // the bytes of held
 	inHeld       bool       // listed in e.heldSess
 	abilities    []ability  // registered functions
-	running      []*job     // jobs this worker holds
+	running      jobList    // jobs this worker holds, in grab order (see unassign)
+	nrunning     int        // length of running
 	attached     *attach    // jobs this client waits for
 	prevS, nextS *Session   // engine's session list
 	outcome      Outcome    // of the last Handle; written only by Handle (observe.go)
@@ -85,8 +86,8 @@ func (s *Session) Close() {
 	for s.attached != nil {
 		e.detachClient(s.attached)
 	}
-	for len(s.running) > 0 {
-		e.requeue(s.running[len(s.running)-1], ReturnWorkerLost)
+	for s.running.tail != nil {
+		e.requeue(s.running.tail, ReturnWorkerLost)
 	}
 	abilities := s.abilities
 	for i := range abilities {

@@ -71,12 +71,16 @@ func (s *Session) resetAbilities() {
 	}
 }
 
-// requeueFunction requeues the jobs of f that s holds.
+// requeueFunction requeues the jobs of f that s holds, newest first.
+// requeue takes only j off the list (and may recycle it), so the job
+// before it, read first, is still there.
 func (s *Session) requeueFunction(f *function) {
-	for i := len(s.running) - 1; i >= 0; i-- {
-		if i < len(s.running) && s.running[i].fn == f {
-			s.e.requeue(s.running[i], ReturnCantDo)
+	for j := s.running.tail; j != nil; {
+		prev := j.prev
+		if j.fn == f {
+			s.e.requeue(j, ReturnCantDo)
 		}
+		j = prev
 	}
 }
 
