@@ -9,28 +9,40 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 )
 
-// heldJob is a job a test worker holds: its handle and workload.
+// heldJob is a job a test worker was assigned: its handle and workload.
 type heldJob struct{ handle, data string }
+
+// worker is a Gearman worker connection of a scenario, to the engine or
+// to a real gearmand (unassign_gearmand_test.go).
+type worker interface {
+	// send sends a request that gets no reply.
+	send(t codec.Type, args ...string)
+	// grab sends GRAB_JOB and returns the job assigned, ok false on NO_JOB.
+	grab() (j heldJob, ok bool)
+	// sync returns once every request sent before was handled.
+	sync()
+	close()
+}
+
+// backend is a job server a scenario runs against.
+type backend interface {
+	submitBg(fn, data string)
+	worker() worker
+	// settle waits until no job of fn runs: a closed worker's jobs are
+	// back in the queue.
+	settle(fn string)
+}
 
 // grabAll has w grab until NO_JOB and returns what it was assigned, in
 // order.
-func grabAll(t *testing.T, w *conn) []heldJob {
-	t.Helper()
+func grabAll(w worker) []heldJob {
 	var got []heldJob
 	for {
-		w.send(codec.GrabJob)
-		r := w.rec.take()
-		if len(r) != 1 {
-			t.Fatalf("GRAB_JOB: got %q", r)
-		}
-		if r[0] == "NO_JOB" {
+		j, ok := w.grab()
+		if !ok {
 			return got
 		}
-		f := strings.Fields(r[0])
-		if len(f) != 4 || f[0] != "JOB_ASSIGN" {
-			t.Fatalf("GRAB_JOB: got %q", r)
-		}
-		got = append(got, heldJob{f[1], f[3]})
+		got = append(got, j)
 	}
 }
 
@@ -52,77 +64,82 @@ func reversed(js []heldJob) []heldJob {
 	return r
 }
 
-// A worker holding many jobs finishes some out of order (the first, the
-// last, neighbours, the middle; completed and failed); when it goes, the
-// others, and only they, go back to the queue newest first, as gearmand
-// requeues them.
-func TestWorkerDropAfterOutOfOrderCompletes(t *testing.T) {
-	h := newHarness(t, Config{})
-	c := h.open()
+// datas returns the workloads of js, which name the jobs on any server.
+func datas(js []heldJob) []string {
+	var d []string
+	for _, j := range js {
+		d = append(d, j.data)
+	}
+	return d
+}
+
+// Out-of-order completions among many held jobs: the first, the last,
+// neighbours, the middle; completed and failed.
+var outOfOrder = []int{0, 39, 20, 7, 8, 9, 33, 1, 38, 15}
+
+// dropAfterOutOfOrder: a worker holding 40 jobs finishes some out of order;
+// when it goes, the others, and only they, go back to the queue newest
+// first, which a second worker sees in the order it grabs them.
+func dropAfterOutOfOrder(t *testing.T, b backend) {
 	const n = 40
 	for i := range n {
-		c.submit(codec.SubmitJobBg, "f", "", fmt.Sprintf("j%02d", i))
+		b.submitBg("f", fmt.Sprintf("j%02d", i))
 	}
-	w := h.open()
+	w := b.worker()
 	w.send(codec.CanDo, "f")
-	held := grabAll(t, w)
-	if len(held) != n || w.s.Assigned() != n {
-		t.Fatalf("grabbed %d, Assigned %d, want %d", len(held), w.s.Assigned(), n)
+	held := grabAll(w)
+	if len(held) != n {
+		t.Fatalf("grabbed %d jobs, want %d", len(held), n)
 	}
-	done := []int{0, n - 1, 20, 7, 8, 9, 33, 1, n - 2, 15}
-	for k, i := range done {
+	for k, i := range outOfOrder {
 		if k%3 == 2 {
 			w.send(codec.WorkFail, held[i].handle)
 		} else {
 			w.send(codec.WorkComplete, held[i].handle, "ok")
 		}
 	}
-	w.expect() // background jobs: no client to tell, no error
-	if a := w.s.Assigned(); a != n-len(done) {
-		t.Fatalf("Assigned %d after %d finished, want %d", a, len(done), n-len(done))
-	}
-	checkInvariants(t, h.e)
+	w.sync()
 	w.close()
-	w2 := h.open()
+	b.settle("f")
+	w2 := b.worker()
+	defer w2.close()
 	w2.send(codec.CanDo, "f")
-	got := grabAll(t, w2)
-	if want := reversed(without(held, done)); !slices.Equal(got, want) {
-		t.Fatalf("requeued\n got  %v\n want %v", got, want)
+	got := grabAll(w2)
+	if want := reversed(without(held, outOfOrder)); !slices.Equal(datas(got), datas(want)) {
+		t.Fatalf("requeued\n got  %v\n want %v", datas(got), datas(want))
 	}
 	for _, j := range got {
 		w2.send(codec.WorkComplete, j.handle, "ok")
 	}
-	w2.expect()
-	if s := c.admin("status"); s != "f\t0\t0\t1\n.\n" {
-		t.Fatalf("status %q", s)
-	}
+	w2.sync()
 }
 
-// CANT_DO gives up, newest first, the held jobs of that function only,
-// after some of both functions finished out of order; the rest go, newest
-// first, when the worker closes.
-func TestCantDoAfterOutOfOrderCompletes(t *testing.T) {
-	h := newHarness(t, Config{})
-	c := h.open()
+// cantDoAfterOutOfOrder: CANT_DO gives up, newest first, the held jobs of
+// that function only, after jobs of both functions finished out of order;
+// the rest go, newest first, when the worker closes.
+func cantDoAfterOutOfOrder(t *testing.T, b backend) {
 	const n = 30
-	for i := range n {
-		fn := []string{"f", "g"}[i%2]
-		c.submit(codec.SubmitJobBg, fn, "", fmt.Sprintf("%s%02d", fn, i))
-	}
-	w := h.open()
+	w := b.worker()
 	w.send(codec.CanDo, "f")
 	w.send(codec.CanDo, "g")
-	held := grabAll(t, w) // f and g alternate: each is the oldest in turn
-	if len(held) != n || held[0].data != "f00" || held[1].data != "g01" {
-		t.Fatalf("grabbed %v", held)
+	var held []heldJob
+	for i := range n {
+		// One job queued at a time: the grab order is the submit order
+		// on any server, and the functions alternate in it.
+		fn := []string{"f", "g"}[i%2]
+		b.submitBg(fn, fmt.Sprintf("%s%02d", fn, i))
+		j, ok := w.grab()
+		if !ok {
+			t.Fatalf("no job after submitting %s%02d", fn, i)
+		}
+		held = append(held, j)
 	}
-	done := []int{1, 4, 5, 6, 17, 28, 29, 0}
+	done := []int{1, 4, 5, 6, 17, 28, 29, 0, 14, 15}
 	for _, i := range done {
 		w.send(codec.WorkComplete, held[i].handle, "ok")
 	}
-	left := without(held, done)
 	var fLeft, gLeft []heldJob
-	for _, j := range left {
+	for _, j := range without(held, done) {
 		if j.data[0] == 'f' {
 			fLeft = append(fLeft, j)
 		} else {
@@ -130,22 +147,105 @@ func TestCantDoAfterOutOfOrderCompletes(t *testing.T) {
 		}
 	}
 	w.send(codec.CantDo, "f")
-	w.expect()
-	if a := w.s.Assigned(); a != len(gLeft) {
-		t.Fatalf("Assigned %d after CANT_DO f, want the %d g jobs", a, len(gLeft))
-	}
-	checkInvariants(t, h.e)
-	w2 := h.open()
+	w.sync()
+	w2 := b.worker()
+	defer w2.close()
 	w2.send(codec.CanDo, "f")
-	if got, want := grabAll(t, w2), reversed(fLeft); !slices.Equal(got, want) {
-		t.Fatalf("CANT_DO requeued\n got  %v\n want %v", got, want)
+	if got, want := grabAll(w2), reversed(fLeft); !slices.Equal(datas(got), datas(want)) {
+		t.Fatalf("CANT_DO requeued\n got  %v\n want %v", datas(got), datas(want))
 	}
 	w.close()
-	w3 := h.open()
+	b.settle("g")
+	w3 := b.worker()
+	defer w3.close()
 	w3.send(codec.CanDo, "g")
-	if got, want := grabAll(t, w3), reversed(gLeft); !slices.Equal(got, want) {
-		t.Fatalf("close requeued\n got  %v\n want %v", got, want)
+	if got, want := grabAll(w3), reversed(gLeft); !slices.Equal(datas(got), datas(want)) {
+		t.Fatalf("close requeued\n got  %v\n want %v", datas(got), datas(want))
 	}
-	w2.close()
-	w3.close()
+}
+
+// engineBackend runs a scenario on an engine harness.
+type engineBackend struct {
+	h      *harness
+	client *conn
+}
+
+func newEngineBackend(t *testing.T) *engineBackend {
+	h := newHarness(t, Config{})
+	return &engineBackend{h: h, client: h.open()}
+}
+
+func (b *engineBackend) submitBg(fn, data string) { b.client.submit(codec.SubmitJobBg, fn, "", data) }
+func (b *engineBackend) worker() worker           { return engineWorker{b.h.open()} }
+
+func (b *engineBackend) settle(fn string) {
+	b.h.t.Helper()
+	for _, l := range strings.Split(b.client.admin("status"), "\n") {
+		if f := strings.Split(l, "\t"); f[0] == fn && (len(f) != 4 || f[2] != "0") {
+			b.h.t.Fatalf("status after close: %q", l)
+		}
+	}
+}
+
+// engineWorker is a worker session of the engine; the engine handles a
+// request before Handle returns, so sync only checks nothing was said.
+type engineWorker struct{ c *conn }
+
+func (w engineWorker) send(t codec.Type, args ...string) { w.c.send(t, args...) }
+func (w engineWorker) sync()                             { w.c.expect() }
+func (w engineWorker) close()                            { w.c.close() }
+
+func (w engineWorker) grab() (heldJob, bool) {
+	w.c.h.t.Helper()
+	w.c.send(codec.GrabJob)
+	r := w.c.rec.take()
+	if len(r) == 1 && r[0] == "NO_JOB" {
+		return heldJob{}, false
+	}
+	if len(r) != 1 {
+		w.c.h.t.Fatalf("GRAB_JOB: got %q", r)
+	}
+	f := strings.Fields(r[0])
+	if len(f) != 4 || f[0] != "JOB_ASSIGN" {
+		w.c.h.t.Fatalf("GRAB_JOB: got %q", r)
+	}
+	return heldJob{f[1], f[3]}, true
+}
+
+func TestWorkerDropAfterOutOfOrderCompletes(t *testing.T) {
+	b := newEngineBackend(t)
+	dropAfterOutOfOrder(t, b)
+	if s := b.client.admin("status"); s != "f\t0\t0\t0\n.\n" {
+		t.Fatalf("status %q", s)
+	}
+}
+
+func TestCantDoAfterOutOfOrderCompletes(t *testing.T) {
+	cantDoAfterOutOfOrder(t, newEngineBackend(t))
+}
+
+// Assigned counts the jobs a worker holds as they come and go out of
+// order.
+func TestAssignedOutOfOrder(t *testing.T) {
+	b := newEngineBackend(t)
+	for i := range 10 {
+		b.submitBg("f", fmt.Sprint(i))
+	}
+	w := b.h.open()
+	w.send(codec.CanDo, "f")
+	held := grabAll(engineWorker{w})
+	if a := w.s.Assigned(); a != 10 || !w.s.Busy() {
+		t.Fatalf("Assigned %d, Busy %v after grabbing 10", a, w.s.Busy())
+	}
+	for k, i := range []int{5, 0, 9, 4, 6, 1, 8, 2, 7, 3} {
+		w.send(codec.WorkComplete, held[i].handle, "ok")
+		if a := w.s.Assigned(); a != 9-k {
+			t.Fatalf("Assigned %d after %d completes", a, k+1)
+		}
+		checkInvariants(t, b.h.e)
+	}
+	if w.s.Busy() {
+		t.Fatal("Busy with no job in hand")
+	}
+	w.close()
 }
