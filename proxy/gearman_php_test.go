@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// Interoperability with PHP's PECL gearman extension (Debian php-gearman),
+// the most used PHP Gearman client, built on libgearman. The same script
+// runs against jobgate's engine, jobgate as a gateway in front of a real
+// gearmand, and the real gearmand itself; all three must print the same
+// transcript, which is what gearmand prints.
+
+const phpGearmanScript = "testdata/gearman_php.php"
+
+// phpPrioWant is the "prio" role's transcript: foreground tasks queued low,
+// normal, high before any worker exists run high first.
+const phpPrioWant = `complete hgih
+complete lamron
+complete wol
+runTasks true GEARMAN_SUCCESS
+`
+
+// phpClientWant is the "client" role's transcript.
+const phpClientWant = `ping true
+doNormal lamron GEARMAN_SUCCESS
+doHigh hgih GEARMAN_SUCCESS
+doLow wol GEARMAN_SUCCESS
+created d1
+status d1 1/3
+data d1 a
+warning d1 careful
+status d1 2/3
+data d1 b
+complete d1 done
+runTasks true GEARMAN_SUCCESS
+doNormal fail '' GEARMAN_WORK_FAIL
+created f1
+fail f1
+runTasks true GEARMAN_SUCCESS
+doNormal exc '' GEARMAN_WORK_EXCEPTION
+created e1
+exception e1 boom
+runTasks true GEARMAN_SUCCESS
+exceptions doNormal exc '' GEARMAN_WORK_EXCEPTION
+created e2
+exception e2 boom
+runTasks true GEARMAN_SUCCESS
+created e3
+exception e3 boom
+runTasks true GEARMAN_SUCCESS
+complete same run 1
+complete same run 1
+runTasks true GEARMAN_SUCCESS
+same handle true
+timeout '' GEARMAN_TIMEOUT
+doBackground GEARMAN_SUCCESS
+jobStatus [true,true,1,4]
+jobStatusByUniqueKey [true,true,1,4]
+jobStatusByUniqueKey unknown [false,false,0,0]
+addTaskStatus known=true running=true 1/4
+runTasks true GEARMAN_SUCCESS
+jobStatus done [false,false,0,0]
+jobStatus unknown [false,false,0,0]
+args ["args","UNIQUE","610062ff",4] GEARMAN_SUCCESS
+handle empty
+big 1000000 174ac9a4f023a557a68ab0417355970e 300041 GEARMAN_SUCCESS
+expected 1000000 174ac9a4f023a557a68ab0417355970e
+explicit explicit GEARMAN_SUCCESS
+CAN_DO_TIMEOUT '' GEARMAN_TIMEOUT
+doBackground handle GEARMAN_SUCCESS
+doHighBackground handle GEARMAN_SUCCESS
+doLowBackground handle GEARMAN_SUCCESS
+`
+
+// phpWorkerTimeoutWant is the "wtimeout" role's transcript: a worker with
+// two functions and a 200 ms timeout.
+const phpWorkerTimeoutWant = `idle work false GEARMAN_TIMEOUT
+wt-b ran one
+work true GEARMAN_SUCCESS
+idle work false GEARMAN_TIMEOUT
+`
+
+// uuidRE matches the unique ids libgearman makes up for tasks without one.
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// requirePHPGearman returns the php binary when the gearman extension is
+// loaded; it skips (fails under CI) otherwise.
+func requirePHPGearman(t *testing.T) string {
+	t.Helper()
+	php := testutil.RequireBinary(t, "php")
+	if err := exec.Command(php, "-r", `exit(class_exists("GearmanClient") ? 0 : 1);`).Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PHP's gearman extension is not installed (php-gearman): %v", err)
+		}
+		t.Skip("PHP's gearman extension is not installed (Debian php-gearman)")
+	}
+	return php
+}
+
+// phpProc is one running PHP role.
+type phpProc struct {
+	cmd      *exec.Cmd
+	out, err bytes.Buffer
+	done     chan struct{}
+}
+
+// startPHP starts a role of the script; it is killed, by PID, when the
+// test ends or after limit.
+func startPHP(t *testing.T, php string, limit time.Duration, role, addr, dir string) *phpProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	p := &phpProc{done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, php, phpGearmanScript, role, addr, dir)
+	p.cmd.SysProcAttr = testutil.ChildAttr()
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); cancel(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait returns the role's output once it exits.
+func (p *phpProc) wait(t *testing.T) string {
+	t.Helper()
+	<-p.done
+	if !p.cmd.ProcessState.Success() {
+		t.Errorf("php %s: %v\nstdout: %s\nstderr: %s", p.cmd.Args[2], p.cmd.ProcessState, p.out.String(), p.err.String())
+	}
+	return p.out.String()
+}
+
+// checkPHP compares a role's transcript with gearmand's, line by line.
+func checkPHP(t *testing.T, role, got, want string) {
+	t.Helper()
+	if got == want {
+		return
+	}
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < max(len(g), len(w)); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			t.Errorf("php %s line %d: got %q, want %q", role, i+1, gl, wl)
+		}
+	}
+}
+
+// runPHPScenarios drives the server at addr with every role of the script.
+func runPHPScenarios(t *testing.T, php, addr string) {
+	// Foreground tasks of three priorities wait for a worker.
+	prio := startPHP(t, php, 15*time.Second, "prio", addr, t.TempDir())
+	waitStatus(t, addr, "order", "3\t0\t0")
+	dir := t.TempDir()
+	startPHP(t, php, 30*time.Second, "worker", addr, dir)
+	checkPHP(t, "prio", prio.wait(t), phpPrioWant)
+
+	got := startPHP(t, php, 15*time.Second, "client", addr, dir).wait(t)
+	checkPHP(t, "client", uuidRE.ReplaceAllString(got, "UNIQUE"), phpClientWant)
+	// The job taken back from the worker ran again and left no trace.
+	waitStatus(t, addr, "tmo", "0\t0\t1")
+	if got := adminQuery(t, addr, "workers"); !strings.Contains(got, " php-worker : ") {
+		t.Errorf("workers shows no php-worker (GearmanWorker::setId):\n%s", got)
+	}
+	checkPHP(t, "wtimeout", startPHP(t, php, 10*time.Second, "wtimeout", addr, t.TempDir()).wait(t), phpWorkerTimeoutWant)
+}
+
+func TestGearmanPHPInterop(t *testing.T) {
+	php := requirePHPGearman(t)
+	t.Run("gearmand", func(t *testing.T) {
+		runPHPScenarios(t, php, testutil.StartGearmand(t))
+	})
+	t.Run("jobgate", func(t *testing.T) {
+		runPHPScenarios(t, php, startJobgateGearman(t, gearman.Config{}))
+	})
+	t.Run("gateway-gearmand", func(t *testing.T) {
+		up := testutil.StartGearmand(t)
+		c, err := config.Upstreams([]string{up}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, _ := startGearmanGateway(t, c, gearman.Config{})
+		runPHPScenarios(t, php, addr)
+	})
+}
