@@ -84,6 +84,12 @@ doHighBackground handle GEARMAN_SUCCESS
 doLowBackground handle GEARMAN_SUCCESS
 `
 
+// phpWorkerWant is what the "worker" role reports on stderr.
+const phpWorkerWant = `worker: work GEARMAN_WORK_FAIL
+worker: work GEARMAN_WORK_FAIL
+worker: work GEARMAN_UNEXPECTED_PACKET
+`
+
 // phpWorkerTimeoutWant is the "wtimeout" role's transcript: a worker with
 // two functions and a 200 ms timeout.
 const phpWorkerTimeoutWant = `idle work false GEARMAN_TIMEOUT
@@ -130,16 +136,19 @@ func startPHP(t *testing.T, php string, limit time.Duration, role, addr, dir str
 		t.Fatal(err)
 	}
 	go func() { _ = p.cmd.Wait(); cancel(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	t.Cleanup(p.stop)
 	return p
+}
+
+// stop ends the role, by PID, and waits for it.
+func (p *phpProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
 }
 
 // wait returns the role's output once it exits.
@@ -179,7 +188,7 @@ func runPHPScenarios(t *testing.T, php, addr string) {
 	prio := startPHP(t, php, 15*time.Second, "prio", addr, t.TempDir())
 	waitStatus(t, addr, "order", "3\t0\t0")
 	dir := t.TempDir()
-	startPHP(t, php, 30*time.Second, "worker", addr, dir)
+	worker := startPHP(t, php, 30*time.Second, "worker", addr, dir)
 	checkPHP(t, "prio", prio.wait(t), phpPrioWant)
 
 	got := startPHP(t, php, 15*time.Second, "client", addr, dir).wait(t)
@@ -189,6 +198,16 @@ func runPHPScenarios(t *testing.T, php, addr string) {
 	if got := adminQuery(t, addr, "workers"); !strings.Contains(got, " php-worker : ") {
 		t.Errorf("workers shows no php-worker (GearmanWorker::setId):\n%s", got)
 	}
+	// What the worker heard: two failed jobs, and an error for completing
+	// the job the server had taken back.
+	worker.stop()
+	var heard strings.Builder
+	for _, line := range strings.Split(worker.err.String(), "\n") {
+		if strings.HasPrefix(line, "worker: ") {
+			heard.WriteString(line + "\n")
+		}
+	}
+	checkPHP(t, "worker", heard.String(), phpWorkerWant)
 	checkPHP(t, "wtimeout", startPHP(t, php, 10*time.Second, "wtimeout", addr, t.TempDir()).wait(t), phpWorkerTimeoutWant)
 }
 

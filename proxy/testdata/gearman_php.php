@@ -24,7 +24,7 @@ function rc(int $code): string
         'GEARMAN_TIMEOUT', 'GEARMAN_IO_WAIT', 'GEARMAN_NO_JOBS',
         'GEARMAN_LOST_CONNECTION', 'GEARMAN_COULD_NOT_CONNECT',
         'GEARMAN_SERVER_ERROR', 'GEARMAN_UNKNOWN_STATE', 'GEARMAN_PAUSE',
-        'GEARMAN_NO_ACTIVE_FDS', 'GEARMAN_ERRNO'] as $name) {
+        'GEARMAN_NO_ACTIVE_FDS', 'GEARMAN_ERRNO', 'GEARMAN_UNEXPECTED_PACKET'] as $name) {
         if (defined($name) && constant($name) === $code) {
             return $name;
         }
