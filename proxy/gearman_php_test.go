@@ -101,6 +101,17 @@ idle work false GEARMAN_TIMEOUT
 // uuidRE matches the unique ids libgearman makes up for tasks without one.
 var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
+// phpLongKeyWant is the "longkey" role's transcript: gearmand closes the
+// connection, libgearman says so at once and reconnects. (The extension's
+// jobStatusByUniqueKey leaves returnCode at success even then.)
+const phpLongKeyWant = `jobStatus 200 [false,false,0,0] GEARMAN_LOST_CONNECTION
+then doBackground handle GEARMAN_SUCCESS
+jobStatus 64 [false,false,0,0] GEARMAN_LOST_CONNECTION
+then doBackground handle GEARMAN_SUCCESS
+jobStatusByUniqueKey 64 [false,false,0,0] GEARMAN_SUCCESS
+then doBackground handle GEARMAN_SUCCESS
+`
+
 // requirePHPGearman returns the php binary when the gearman extension is
 // loaded; it skips (fails under CI) otherwise.
 func requirePHPGearman(t *testing.T) string {
@@ -209,6 +220,27 @@ func runPHPScenarios(t *testing.T, php, addr string) {
 	}
 	checkPHP(t, "worker", heard.String(), phpWorkerWant)
 	checkPHP(t, "wtimeout", startPHP(t, php, 10*time.Second, "wtimeout", addr, t.TempDir()).wait(t), phpWorkerTimeoutWant)
+}
+
+// TestGearmanPHPStatusKeyTooLong asks for the status of jobs by a handle
+// or unique ID too long for gearmand. libgearman cannot match a reply
+// naming such a key to its request; only a closed connection lets the
+// call return at once and the client go on (gearman_status_close.go).
+func TestGearmanPHPStatusKeyTooLong(t *testing.T) {
+	php := requirePHPGearman(t)
+	run := func(t *testing.T, addr string) {
+		checkPHP(t, "longkey", startPHP(t, php, 15*time.Second, "longkey", addr, t.TempDir()).wait(t), phpLongKeyWant)
+	}
+	t.Run("gearmand", func(t *testing.T) { run(t, testutil.StartGearmand(t)) })
+	t.Run("jobgate", func(t *testing.T) { run(t, startJobgateGearman(t, gearman.Config{})) })
+	t.Run("gateway-gearmand", func(t *testing.T) {
+		c, err := config.Upstreams([]string{testutil.StartGearmand(t)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, _ := startGearmanGateway(t, c, gearman.Config{})
+		run(t, addr)
+	})
 }
 
 func TestGearmanPHPInterop(t *testing.T) {

@@ -8,6 +8,7 @@
 //   prio      queues low, normal and high foreground tasks, prints completions
 //   client    every other client scenario, one line per observed event
 //   wtimeout  a worker with several functions and a timeout
+//   longkey   status queries by over-long handles and unique IDs
 // DIR holds the files by which a client releases a job the worker holds.
 
 if ($argc != 4) {
@@ -289,6 +290,22 @@ case 'client':
     foreach (['doBackground', 'doHighBackground', 'doLowBackground'] as $m) {
         $h = $c->$m('rev', $m);
         print "$m " . ($h !== '' ? 'handle' : 'none') . " " . rc($c->returnCode()) . "\n";
+    }
+    break;
+
+case 'longkey':
+    // Status queries by keys too long for gearmand's buffers: the server
+    // closes the connection, the call fails at once and the client
+    // reconnects for its next request.
+    $c = newClient();
+    $c->setTimeout(3000);
+    foreach (['jobStatus' => str_repeat('H', 200), 'jobStatus ' => str_repeat('H', 64),
+        'jobStatusByUniqueKey' => str_repeat('u', 64)] as $m => $key) {
+        $m = trim($m);
+        $r = @$c->$m($key);
+        print "$m " . strlen($key) . " " . json_encode($r) . " " . rc($c->returnCode()) . "\n";
+        $h = $c->doBackground('rev', 'after');
+        print "then doBackground " . ($h !== '' ? 'handle' : 'none') . " " . rc($c->returnCode()) . "\n";
     }
     break;
 
