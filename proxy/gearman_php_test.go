@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -220,6 +221,7 @@ func runPHPScenarios(t *testing.T, php, addr string) {
 	}
 	checkPHP(t, "worker", heard.String(), phpWorkerWant)
 	checkPHP(t, "wtimeout", startPHP(t, php, 10*time.Second, "wtimeout", addr, t.TempDir()).wait(t), phpWorkerTimeoutWant)
+	runPHPWorkerLost(t, php, addr)
 }
 
 // TestGearmanPHPStatusKeyTooLong asks for the status of jobs by a handle
@@ -241,6 +243,36 @@ func TestGearmanPHPStatusKeyTooLong(t *testing.T) {
 		addr, _ := startGearmanGateway(t, c, gearman.Config{})
 		run(t, addr)
 	})
+}
+
+// runPHPWorkerLost kills a PHP worker (SIGKILL) while it holds a
+// foreground job: the server gives the job to the next worker and the
+// waiting client gets that worker's result.
+func runPHPWorkerLost(t *testing.T, php, addr string) {
+	dir := t.TempDir()
+	first := startPHP(t, php, 15*time.Second, "holder", addr, dir)
+	client := startPHP(t, php, 15*time.Second, "holdc", addr, dir)
+	grabbed := filepath.Join(dir, "grabbed")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(grabbed); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first worker never got the job")
+		}
+	}
+	_ = first.cmd.Process.Kill()
+	<-first.done
+	if err := os.Remove(grabbed); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hold-go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := startPHP(t, php, 15*time.Second, "holder", addr, dir)
+	checkPHP(t, "holdc", client.wait(t), "hold held GEARMAN_SUCCESS\n")
+	second.stop()
+	checkPHP(t, "holder", second.out.String(), "hold got x\n")
 }
 
 func TestGearmanPHPInterop(t *testing.T) {

@@ -9,6 +9,8 @@
 //   client    every other client scenario, one line per observed event
 //   wtimeout  a worker with several functions and a timeout
 //   longkey   status queries by over-long handles and unique IDs
+//   holder    a worker that holds "hold" jobs until DIR/hold-go exists
+//   holdc     a client waiting for a "hold" job
 // DIR holds the files by which a client releases a job the worker holds.
 
 if ($argc != 4) {
@@ -291,6 +293,27 @@ case 'client':
         $h = $c->$m('rev', $m);
         print "$m " . ($h !== '' ? 'handle' : 'none') . " " . rc($c->returnCode()) . "\n";
     }
+    break;
+
+case 'holder':
+    // A worker the test kills while it holds a job, and the one that
+    // takes the job over.
+    $w = new GearmanWorker();
+    $w->addServers($server);
+    $w->addFunction('hold', function ($job) {
+        print "hold got {$job->workload()}\n";
+        release('grabbed');
+        waitFile('hold-go');
+        return 'held';
+    });
+    while ($w->work()) {
+    }
+    exit(1);
+
+case 'holdc':
+    $c = newClient();
+    $r = $c->doNormal('hold', 'x');
+    print "hold $r " . rc($c->returnCode()) . "\n";
     break;
 
 case 'longkey':
