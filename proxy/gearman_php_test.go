@@ -92,11 +92,16 @@ worker: work GEARMAN_UNEXPECTED_PACKET
 `
 
 // phpWorkerTimeoutWant is the "wtimeout" role's transcript: a worker with
-// two functions and a 200 ms timeout.
-const phpWorkerTimeoutWant = `idle work false GEARMAN_TIMEOUT
+// three functions and a 200 ms timeout, ECHO, CANT_DO and RESET_ABILITIES.
+const phpWorkerTimeoutWant = `worker ping true
+idle work false GEARMAN_TIMEOUT
+unregister true
 wt-b ran one
 work true GEARMAN_SUCCESS
 idle work false GEARMAN_TIMEOUT
+wt-c job [true,false,0,0]
+unregisterAll true
+no functions work false GEARMAN_NO_REGISTERED_FUNCTIONS
 `
 
 // uuidRE matches the unique ids libgearman makes up for tasks without one.

@@ -27,7 +27,8 @@ function rc(int $code): string
         'GEARMAN_TIMEOUT', 'GEARMAN_IO_WAIT', 'GEARMAN_NO_JOBS',
         'GEARMAN_LOST_CONNECTION', 'GEARMAN_COULD_NOT_CONNECT',
         'GEARMAN_SERVER_ERROR', 'GEARMAN_UNKNOWN_STATE', 'GEARMAN_PAUSE',
-        'GEARMAN_NO_ACTIVE_FDS', 'GEARMAN_ERRNO', 'GEARMAN_UNEXPECTED_PACKET'] as $name) {
+        'GEARMAN_NO_ACTIVE_FDS', 'GEARMAN_ERRNO', 'GEARMAN_UNEXPECTED_PACKET',
+        'GEARMAN_NO_REGISTERED_FUNCTIONS'] as $name) {
         if (defined($name) && constant($name) === $code) {
             return $name;
         }
@@ -341,14 +342,29 @@ case 'wtimeout':
         print "wt-b ran {$job->workload()}\n";
         return 'b:' . $job->workload();
     });
+    $w->addFunction('wt-c', function ($job) {
+        print "wt-c ran {$job->workload()}\n";
+        return 'c';
+    });
+    print "worker ping " . var_export($w->ping('hi'), true) . "\n";
     $r = $w->work();
     print "idle work " . var_export($r, true) . " " . rc($w->returnCode()) . "\n";
+    // wt-c is given up (CANT_DO) before its job is queued: the worker
+    // skips it and runs the wt-b job queued after it.
+    print "unregister " . var_export($w->unregister('wt-c'), true) . "\n";
     $c = newClient();
+    $hc = $c->doBackground('wt-c', 'skipped');
     $c->doBackground('wt-b', 'one');
     $r = $w->work();
     print "work " . var_export($r, true) . " " . rc($w->returnCode()) . "\n";
     $r = $w->work();
     print "idle work " . var_export($r, true) . " " . rc($w->returnCode()) . "\n";
+    print "wt-c job " . json_encode($c->jobStatus($hc)) . "\n";
+    // With every function given up (RESET_ABILITIES) the worker has
+    // nothing to ask for.
+    print "unregisterAll " . var_export($w->unregisterAll(), true) . "\n";
+    $r = @$w->work();
+    print "no functions work " . var_export($r, true) . " " . rc($w->returnCode()) . "\n";
     break;
 
 default:
