@@ -20,7 +20,9 @@ var errStatusKeyTooLong = errors.New("gearman: status request key too long; conn
 // call waits until its timeout (forever by default), and an ERROR reply
 // leaves its next request on that connection unanswered. After a close it
 // reports GEARMAN_LOST_CONNECTION at once and reconnects
-// (TestGearmanPHPStatusKeyTooLong). A negative limit turns the check off.
+// (TestGearmanPHPStatusKeyTooLong). A job submitted with a 64-byte unique
+// ID, which jobgate keeps whole, is still found by its handle. A negative
+// limit turns the check off.
 func statusKeyTooLong(p *codec.Packet, lim codec.Limits) bool {
 	switch p.Type {
 	case codec.GetStatus:
