@@ -132,6 +132,9 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 // connection (handlers do not keep p) instead.
 func (c *gearmanConn) handlePacket(p *codec.Packet) error {
 	c.watch.frames.Add(1)
+	if statusKeyTooLong(p, c.srv.cfg.Limits) { // gearman_status_close.go
+		return errStatusKeyTooLong
+	}
 	if c.authOn() || p.Type == codec.OptionReq || p.Type == codec.SetClientID {
 		if done, err := c.authorizePacket(p); done {
 			return err
@@ -423,11 +426,10 @@ func (r inputReader) Read(p []byte) (int, error) {
 }
 
 // passOversized reports whether a request the Reader flagged for an
-// over-long handle or unique ID should go to the engine anyway, which
+// over-long handle or unique ID should go on to handlePacket anyway, which
 // answers as gearmand does: no job has such a handle or unique ID, so
-// WORK_* get JOB_NOT_FOUND and GET_STATUS/GET_STATUS_UNIQUE report an
-// unknown job. (gearmand drops the connection for the two status
-// requests, a bug not copied.) WORK_FAIL and SUBMIT_* keep the Reader's
+// WORK_* get JOB_NOT_FOUND, and GET_STATUS/GET_STATUS_UNIQUE close the
+// connection (statusKeyTooLong). WORK_FAIL and SUBMIT_* keep the Reader's
 // ARGUMENT_TOO_LARGE, which is gearmand's answer for them.
 func (c *gearmanConn) passOversized(err error, f *codec.Frame) bool {
 	if f.Kind != codec.KindPacket || !(errors.Is(err, codec.ErrHandleTooLong) || errors.Is(err, codec.ErrUniqueTooLong)) {

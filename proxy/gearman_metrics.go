@@ -51,6 +51,8 @@ func (c *gearmanConn) countFrame(f *codec.Frame, err error) {
 	}
 	r := metrics.ResultOK
 	switch {
+	case err == errStatusKeyTooLong: // refused before the engine saw it
+		r = metrics.ResultClientError
 	case c.engine != nil:
 		if o := c.engine.Outcome(); int(o) < len(gearmanOutcomes) {
 			r = gearmanOutcomes[o]

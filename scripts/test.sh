@@ -13,6 +13,8 @@ command -v gearman >/dev/null && command -v gearadmin >/dev/null || missing+=(ge
 perl -MGearman::Client -e 1 2>/dev/null || missing+=(libgearman-client-perl)
 command -v ruby >/dev/null || missing+=(ruby)
 ruby -e 'require "beaneater"' 2>/dev/null || missing+=(ruby-beaneater)
+command -v php >/dev/null || missing+=(php-cli)
+php -r 'exit(class_exists("GearmanClient") ? 0 : 1);' 2>/dev/null || missing+=(php-gearman)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "installing: ${missing[*]}"
