@@ -45,6 +45,13 @@ import (
 // waits for it with a deadline and logs it (a slow delivery then costs
 // time, not a false failure; a real divergence still fails).
 //
+// A reserve that may wait is confirmed before anything else: the test
+// polls stats on a spare connection of each server, in step on both,
+// until each counts it (bwAwaitReserve). The syncs go to the other
+// connections and cannot tell; jobgate's goroutine path, with a
+// goroutine per connection, sometimes served them first under load, and
+// the next step then found the connection not yet waiting.
+//
 // A close is seen by the server at a time of its own: the test then polls
 // stats on a spare connection of each server, in step on both (so that
 // cmd-stats stays equal), until both count one connection less. Quit and
@@ -147,12 +154,24 @@ func bwRun(t *testing.T, seed uint64, steps int, subject, ref string) {
 		st := g.next()
 		history = append(history, st.String())
 		outs := make([][][]string, len(servers)) // server, conn, replies
+		var reservesBefore []int
+		if st.wait {
+			var err error
+			if reservesBefore, err = bwReserveCounts(servers); err != nil {
+				fail(step, "%v", err)
+			}
+		}
 		for i, s := range servers {
 			o, err := s.start(st)
 			if err != nil {
 				fail(step, "%s: %v", s.name, err)
 			}
 			outs[i] = o
+		}
+		if st.wait {
+			if err := bwAwaitReserve(servers, reservesBefore); err != nil {
+				fail(step, "%v", err)
+			}
 		}
 		if st.close {
 			if err := bwAwaitClose(servers); err != nil {
@@ -414,6 +433,61 @@ func bwAwaitClose(servers []*bwServer) error {
 			return errors.New("a closed connection is still counted")
 		}
 		time.Sleep(time.Millisecond) // a poll: the servers see the close when they see it
+	}
+}
+
+var bwCmdReserves = regexp.MustCompile(`(?m)^cmd-reserve(?:-with-timeout)?: (\d+)$`)
+
+// bwReserveCounts asks each server's spare connection for stats and
+// returns its reserve commands so far (with and without a timeout).
+func bwReserveCounts(servers []*bwServer) ([]int, error) {
+	var counts []int
+	for _, s := range servers {
+		c := s.spare
+		_ = c.nc.SetWriteDeadline(time.Now().Add(bwTimeout))
+		if _, err := io.WriteString(c.nc, "stats\r\n"); err != nil {
+			return nil, fmt.Errorf("%s: stats: %w", s.name, err)
+		}
+		r, err := bwReadReply(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: stats: %w", s.name, err)
+		}
+		n := 0
+		for _, m := range bwCmdReserves.FindAllStringSubmatch(r, -1) {
+			v, _ := strconv.Atoi(m[1])
+			n += v
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
+}
+
+// bwAwaitReserve polls stats on the spare connections, in step on both
+// servers, until each has counted the reserve a waiting step sent. The
+// syncs cannot tell: they go to the other connections, which a server
+// may serve first (jobgate's goroutine path, with its goroutine per
+// connection, does under load), and a later step would then find the
+// connection not yet waiting.
+func bwAwaitReserve(servers []*bwServer, before []int) error {
+	deadline := time.Now().Add(bwTimeout)
+	for {
+		counts, err := bwReserveCounts(servers)
+		if err != nil {
+			return err
+		}
+		done := true
+		for k := range servers {
+			if counts[k] < before[k]+1 {
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("a reserve is still not counted: %v after %v", counts, before)
+		}
+		time.Sleep(time.Millisecond) // a poll: the reserve is read when its goroutine runs
 	}
 }
 
