@@ -28,8 +28,9 @@ const (
 // Poller is one epoll instance. Its methods may be called from any
 // goroutine, but Wait from one only.
 type Poller struct {
-	fd   int
-	park *parker // set by Park or ParkWhenAlone (park_linux.go)
+	fd    int
+	park  *parker // set by Park or ParkWhenAlone (park_linux.go)
+	yield yielder // Wait's periodic yield (yield_linux.go)
 }
 
 // New opens an epoll instance.
@@ -81,11 +82,13 @@ func (p *Poller) Del(fd int) error {
 // docs/BENCHMARKS.md, "How the loop waits"; parking does shorten the
 // latency tail when waits are rare: "Tail latency on two CPUs".) A poller
 // that Park or ParkWhenAlone set up parks on the netpoller instead.
+// Every YieldEvery it first lets the goroutine yield (yield_linux.go).
 // EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
+	p.yield.maybeYield()
 	ptr := uintptr(unsafe.Pointer(&evs[0]))
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), 0, 0, 0)
 	if e != 0 || n > 0 || msec == 0 {
