@@ -23,6 +23,11 @@
 #   BEANSTALK_WORKLOADS ["put-16 cycle pipelined-put put-16k"]
 #   WAYS ["direct jobgate haproxy1 haproxyN"]  OUT [a temporary directory]
 #   JOBGATE [built from this tree]: a jobgate binary to measure instead
+#   SYSCALLS [0]: 1 counts the proxy's system calls and context switches
+#     per operation with perf stat over each run (SYSCALL_EVENTS), written
+#     to the run's .perf file and summed up after the table; perf slows a
+#     proxy with many threads more than one with few, so use such a run
+#     for the counts, not the rates
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,11 +37,17 @@ PROTOCOLS=${PROTOCOLS:-"gearman beanstalk"}
 GEARMAN_WORKLOADS=${GEARMAN_WORKLOADS:-"fg bg bg-w16 fg-16k"}
 BEANSTALK_WORKLOADS=${BEANSTALK_WORKLOADS:-"put-16 cycle pipelined-put put-16k"}
 WAYS=${WAYS:-"direct jobgate haproxy1 haproxyN"}
+SYSCALLS=${SYSCALLS:-0}
+# A few named tracepoints, not syscalls:sys_enter_*: perf switches every
+# counted event at each context switch of the process, and ~350 of them
+# slowed jobgate to a third of its rate.
+SYSCALL_EVENTS=${SYSCALL_EVENTS:-syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,syscalls:sys_enter_tgkill,syscalls:sys_enter_clock_gettime,context-switches}
 GEARMAND=${GEARMAND:-$(command -v gearmand || echo /usr/sbin/gearmand)}
 HAPROXY=${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}
 OUT=${OUT:-$(mktemp -d /tmp/bench-gateway.XXXXXX)}
 mkdir -p "$OUT"
 
+[ "$SYSCALLS" = 1 ] && ! command -v perf >/dev/null && { echo "SYSCALLS=1 needs perf" >&2; exit 1; }
 [ -x "$HAPROXY" ] || { echo "haproxy not found (apt-get install haproxy, or set HAPROXY)" >&2; exit 1; }
 case $PROTOCOLS in *gearman*) [ -x "$GEARMAND" ] || { echo "gearmand not found (set GEARMAND)" >&2; exit 1; } ;; esac
 case $PROTOCOLS in *beanstalk*) command -v beanstalkd >/dev/null || { echo "beanstalkd not found" >&2; exit 1; } ;; esac
@@ -132,12 +143,37 @@ EOF
 	wait_port "$PORT"
 }
 
+# start_count OUT starts perf stat on the proxy for the run (SYSCALLS=1);
+# end_count OUT waits for it and sets COUNTS to " proxy_sys_per_op=N
+# proxy_cs_per_op=N" from its counts and the run's rate (empty without).
+COUNT_PID=""
+start_count() {
+	COUNT_PID=""
+	[ "$SYSCALLS" = 1 ] && [ -n "$PX_PID" ] || return 0
+	perf stat -x, -e "$SYSCALL_EVENTS" -p "$PX_PID" -o "${1%.txt}.perf" -- sleep "${DURATION%s}" &
+	COUNT_PID=$!
+}
+end_count() {
+	COUNTS=""
+	[ -n "$COUNT_PID" ] || return 0
+	wait "$COUNT_PID" || true
+	COUNT_PID=""
+	local ops
+	ops=$(grep -oE 'ops_per_s=[0-9.]+' "$1" | cut -d= -f2)
+	COUNTS=$(awk -F, -v ops="$ops" -v secs="${DURATION%s}" '
+		$1 + 0 > 0 && $3 ~ /^syscalls:/ { sys += $1 }
+		$3 == "context-switches" { cs = $1 }
+		END { n = ops * secs; if (n > 0) printf " proxy_sys_per_op=%.3f proxy_cs_per_op=%.3f", sys / n, cs / n }
+	' "${1%.txt}.perf")
+}
+
 # run_one PROTO WORKLOAD WAY ROUND appends "proto workload way round
 # key=value..." to results.
 run_one() {
 	local proto=$1 wl=$2 way=$3 round=$4 args base out="$OUT/$1-$2-$3-$4.txt"
 	start_upstream "$proto"
 	start_proxy "$proto" "$way"
+	start_count "$out"
 	base=${wl%-16k}
 	if [ "$proto" = gearman ]; then
 		args=(-workload "${base%%-*}" -clients 16 -duration "$DURATION")
@@ -146,7 +182,8 @@ run_one() {
 		case $wl in *-16k) args+=(-body-size 16384) ;; *) args+=(-body-size 100) ;; esac
 		[ -n "$PX_PID" ] && args+=(-proxy-pid "$PX_PID")
 		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$PORT" -pid "$UP_PID" "${args[@]}" >"$out"
-		echo "$proto $wl $way $round $(grep '^summary' "$out" | cut -d' ' -f2-)" >>"$OUT/results"
+		end_count "$out"
+		echo "$proto $wl $way $round $(grep '^summary' "$out" | cut -d' ' -f2-)$COUNTS" >>"$OUT/results"
 	else
 		case $wl in
 		put-16) args=(-workload put -conns 16) ;;
@@ -159,7 +196,8 @@ run_one() {
 		[ -n "$PX_PID" ] && args+=(-proxy-pid "$PX_PID")
 		# -keep: the server is thrown away after the run, no need to drain it.
 		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$PORT" -pid "$UP_PID" -keep -duration "$DURATION" "${args[@]}" >"$out"
-		echo "$proto $wl $way $round $(grep '^result' "$out" | cut -d' ' -f2-)" >>"$OUT/results"
+		end_count "$out"
+		echo "$proto $wl $way $round $(grep '^result' "$out" | cut -d' ' -f2-)$COUNTS" >>"$OUT/results"
 	fi
 	stop_all
 }
@@ -226,6 +264,14 @@ END {
 		printf "%-23s ratios vs %s: throughput jobgate/%s %.2fx, jobgate/direct %.2fx, %s/direct %.2fx; p99 %s/jobgate %.2fx\n",
 			key, hp, hp, ratio(key, "jobgate", hp, "ops_per_s"), ratio(key, "jobgate", "direct", "ops_per_s"),
 			hp, ratio(key, hp, "direct", "ops_per_s"), hp, ratio(key, hp, "jobgate", "p99_us")
+	}
+	for (k = 1; k <= nk; k++) {
+		key = order[k]
+		for (i = 1; i <= nw; i++) {
+			if (vals[key, w[i], "proxy_sys_per_op"] == "") continue
+			printf "%-23s %-9s system calls per op %.3f, context switches per op %.3f (medians; per call in the .perf files)\n", key, w[i],
+				median(vals[key, w[i], "proxy_sys_per_op"]), median(vals[key, w[i], "proxy_cs_per_op"])
+		}
 	}
 	print "server µs, proxy µs: CPU per operation (job) of the real server and of the proxy; ratios: median over rounds of the runs of one round"
 	print "(p99 above 1: jobgate better); the faster haproxy (median throughput) is the one compared"

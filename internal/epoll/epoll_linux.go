@@ -28,8 +28,9 @@ const (
 // Poller is one epoll instance. Its methods may be called from any
 // goroutine, but Wait from one only.
 type Poller struct {
-	fd   int
-	park *parker // set by Park or ParkWhenAlone (park_linux.go)
+	fd    int
+	park  *parker // set by Park or ParkWhenAlone (park_linux.go)
+	yield yielder // Wait's periodic yield (yield_linux.go)
 }
 
 // New opens an epoll instance.
@@ -81,11 +82,13 @@ func (p *Poller) Del(fd int) error {
 // docs/BENCHMARKS.md, "How the loop waits"; parking does shorten the
 // latency tail when waits are rare: "Tail latency on two CPUs".) A poller
 // that Park or ParkWhenAlone set up parks on the netpoller instead.
+// Every YieldEvery it first lets the goroutine yield (yield_linux.go).
 // EINTR returns 0.
 func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
+	p.yield.maybeYield()
 	ptr := uintptr(unsafe.Pointer(&evs[0]))
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), 0, 0, 0)
 	if e != 0 || n > 0 || msec == 0 {
@@ -108,14 +111,15 @@ func ret(n uintptr, e syscall.Errno) (int, error) {
 	return 0, e
 }
 
-// Read reads from a non-blocking fd with one raw system call. EAGAIN is
-// returned as an error like any other; EINTR is retried.
+// Read reads from a non-blocking fd with one raw system call (recvfrom on
+// a socket: sock_linux.go). EAGAIN is returned as an error like any
+// other; EINTR is retried.
 func Read(fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		n, e := sysRead(fd, b)
 		if e == syscall.EINTR {
 			continue
 		}
@@ -126,14 +130,15 @@ func Read(fd int, b []byte) (int, error) {
 	}
 }
 
-// Write writes to a non-blocking fd with one raw system call and returns
-// how much the kernel took; EAGAIN is (0, nil) when nothing was taken.
+// Write writes to a non-blocking fd with one raw system call (sendto on a
+// socket: sock_linux.go) and returns how much the kernel took; EAGAIN is
+// (0, nil) when nothing was taken.
 func Write(fd int, b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		n, e := sysWrite(fd, b)
 		switch e {
 		case 0:
 			return int(n), nil
@@ -165,13 +170,13 @@ func (e *EventFD) FD() int { return e.fd }
 // Signal wakes the loop; signals before it drains coalesce.
 func (e *EventFD) Signal() {
 	one := [8]byte{1}
-	Write(e.fd, one[:])
+	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(e.fd), uintptr(unsafe.Pointer(&one[0])), 8)
 }
 
 // Drain resets the counter after a wakeup.
 func (e *EventFD) Drain() {
 	var b [8]byte
-	Read(e.fd, b[:])
+	syscall.RawSyscall(syscall.SYS_READ, uintptr(e.fd), uintptr(unsafe.Pointer(&b[0])), 8)
 }
 
 // Close closes the descriptor.
