@@ -106,7 +106,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	var start time.Time
 	switch t := p.Type; {
 	case isSubmit(t) && len(p.Args) >= 3:
-		start = time.Now()
+		start = gt.tr.Now()
 		// Unsampled jobs copy no strings and cost the engine no memory:
 		// their spans would not be recorded anyway (parent-based).
 		send = gt.tr.StartSendBare(context.Background(), start)
@@ -118,7 +118,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 			sess.SetCreation(gearman.Creation(send.Creation()))
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
-		start = time.Now()
+		start = gt.tr.Now()
 	}
 	err := sess.Handle(p)
 	if err != nil {
