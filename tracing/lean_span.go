@@ -255,10 +255,12 @@ func (lt *leanTracer) receiveAt(parent trace.SpanContext, link bool, m *Message,
 	if !ok {
 		return
 	}
-	s.setMessage(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
+	// The record is still only ours (startSpan's): no lock until it ends.
+	s.setMessageLocked(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
 	s.setDelivery(m, now)
 	s.linkParent = link
-	s.endAt(now)
+	s.ended, s.end = true, now.UnixNano()
+	s.lt.pipe.enqueue(s)
 }
 
 // process starts a process span on the lean path; see
@@ -271,10 +273,11 @@ func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) trace
 func (lt *leanTracer) processAt(parent trace.SpanContext, m *Message, start time.Time) trace.Span {
 	span := lt.startSpan(parent, "process", m.Destination, trace.SpanKindConsumer, start)
 	if s, ok := span.(*leanSpan); ok {
-		s.setMessage(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)
+		// Not handed out yet: no lock needed.
+		s.setMessageLocked(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)
 		s.setDelivery(m, start)
 		if m.Attempt > 1 {
-			s.addEvent(EventRetry, start, AttrAttempt.Int(m.Attempt))
+			s.addEventLocked(EventRetry, start, []attribute.KeyValue{AttrAttempt.Int(m.Attempt)})
 		}
 	}
 	return span
