@@ -1,6 +1,9 @@
 package beanstalk
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Tracing support. The engine does not trace: it keeps each traced job's
 // creation context, an opaque 26-byte value (tracing.Creation in the proxy),
@@ -92,8 +95,15 @@ func (e *Engine) traceAttachLocked(j *job) {
 	if e.traces == nil {
 		e.traces = make(map[uint64]*jobTrace)
 	}
-	e.traces[j.id] = &jobTrace{creation: c}
+	tr := jobTracePool.Get().(*jobTrace)
+	*tr = jobTrace{creation: c}
+	e.traces[j.id] = tr
 }
+
+// jobTracePool recycles the traces of finished jobs: a traced put then
+// allocates nothing for its trace. Nothing keeps a *jobTrace past the
+// engine lock it was looked up under, so a freed one is no one's.
+var jobTracePool = sync.Pool{New: func() any { return new(jobTrace) }}
 
 // traceOf returns j's trace, or nil.
 func (e *Engine) traceOf(id uint64) *jobTrace {
@@ -112,8 +122,9 @@ func (e *Engine) traceReadyLocked(j *job, at int64) {
 
 // traceFreeLocked forgets j's trace.
 func (e *Engine) traceFreeLocked(j *job) {
-	if e.traces != nil {
+	if tr := e.traceOf(j.id); tr != nil {
 		delete(e.traces, j.id)
+		jobTracePool.Put(tr)
 	}
 }
 
