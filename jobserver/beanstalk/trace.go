@@ -1,9 +1,6 @@
 package beanstalk
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // Tracing support. The engine does not trace: it keeps each traced job's
 // creation context, an opaque 26-byte value (tracing.Creation in the proxy),
@@ -95,15 +92,8 @@ func (e *Engine) traceAttachLocked(j *job) {
 	if e.traces == nil {
 		e.traces = make(map[uint64]*jobTrace)
 	}
-	tr := jobTracePool.Get().(*jobTrace)
-	*tr = jobTrace{creation: c}
-	e.traces[j.id] = tr
+	e.traces[j.id] = &jobTrace{creation: c}
 }
-
-// jobTracePool recycles the traces of finished jobs: a traced put then
-// allocates nothing for its trace. Nothing keeps a *jobTrace past the
-// engine lock it was looked up under, so a freed one is no one's.
-var jobTracePool = sync.Pool{New: func() any { return new(jobTrace) }}
 
 // traceOf returns j's trace, or nil.
 func (e *Engine) traceOf(id uint64) *jobTrace {
@@ -122,9 +112,8 @@ func (e *Engine) traceReadyLocked(j *job, at int64) {
 
 // traceFreeLocked forgets j's trace.
 func (e *Engine) traceFreeLocked(j *job) {
-	if tr := e.traceOf(j.id); tr != nil {
+	if e.traces != nil {
 		delete(e.traces, j.id)
-		jobTracePool.Put(tr)
 	}
 }
 

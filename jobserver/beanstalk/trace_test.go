@@ -140,31 +140,3 @@ func TestTracedJobMemory(t *testing.T) {
 		t.Errorf("tracing adds %.0f bytes per job, want <= 160", traced-plain)
 	}
 }
-
-// TestTraceRecycled: a finished job's trace, recycled for the next traced
-// put, carries nothing of the old job: each job has its own creation
-// context and ready time, and a deleted job has none.
-func TestTraceRecycled(t *testing.T) {
-	e, fc := newTestEngine(t)
-	c := newConn(t, e)
-	var prev uint64
-	for i := 1; i <= 20; i++ {
-		c.s.SetCreation(testCreation(byte(i)))
-		id := c.put(1, 0, 5, "job")
-		c.id(wire.ReserveJob, id)
-		jt, ok := e.JobTrace(id)
-		if want := testStart.Add(time.Duration(i-1) * time.Second); !ok || jt.Creation != testCreation(byte(i)) ||
-			jt.Reserves != 1 || !jt.Ready.Equal(want) {
-			t.Fatalf("job %d: JobTrace = %+v, %v; want creation %d, ready %v", i, jt, ok, i, want)
-		}
-		c.id(wire.Delete, id)
-		if _, ok := e.JobTrace(id); ok || len(e.traces) != 0 {
-			t.Fatalf("job %d: trace kept after delete (side map %v)", i, e.traces)
-		}
-		if prev == id {
-			t.Fatal("same id twice")
-		}
-		prev = id
-		fc.Advance(time.Second)
-	}
-}
