@@ -14,11 +14,12 @@ import (
 // nanoseconds, that the first reader after leanClockRefresh replaces.
 //
 // Spans of one job must keep their order. Between two bases the readings
-// follow the monotonic clock, so they never go back. A new base could, when
-// the wall clock ran slower than the monotonic one (NTP slewing, at most
-// 500 ppm: 50 µs per refresh period), so a base also has a floor, the old
-// base's reading at the moment the new one was read: readings stay at the
-// floor until the wall clock passes it. A step back of the wall clock by
+// follow the monotonic clock, so they never go back. A new base could
+// start behind the old one's readings when the wall clock ran slower than
+// the monotonic one (NTP slewing, at most 500 ppm: 50 µs per refresh
+// period), so a base also has a floor, the old base's reading at the
+// moment the new one was read: readings stay at the floor until the wall
+// clock passes it. A step back of the wall clock by
 // more than leanClockStep is followed, as time.Now() would show it.
 
 // leanClockRefresh is how long a base serves before a reader replaces it.
@@ -49,6 +50,7 @@ type leanClock struct {
 // clock is.
 var theClock = newLeanClock(readClocks, leanClockRefresh)
 
+// readClocks reads the real clocks.
 func readClocks() (time.Time, int64) {
 	t := time.Now()
 	return t, t.UnixNano()
