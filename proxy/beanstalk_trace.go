@@ -66,10 +66,10 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 	}
 	switch cmd.Verb {
 	case wire.Reserve, wire.ReserveWithTimeout, wire.ReserveJob:
-		ct.start = time.Now() // the receive span's start
+		ct.start = bt.tr.Now() // the receive span's start
 		return
 	case wire.Put:
-		ct.start = time.Now()
+		ct.start = bt.tr.Now()
 	default:
 		return
 	}

@@ -39,6 +39,9 @@ type gearmanTrace struct {
 	// handles: the spans carry the number and the exporter formats the
 	// handle, so the loop builds no string for it.
 	handlePrefix string
+	// functions keeps the function names of recent submits, so a traced
+	// submit does not copy its function's name each time.
+	functions tracing.Names
 }
 
 var (
@@ -104,21 +107,22 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	gt, sess := c.srv.trace, c.engine
 	var send tracing.Send
 	var start time.Time
+	recording := false // send is recorded; only this goroutine ends it
 	switch t := p.Type; {
 	case isSubmit(t) && len(p.Args) >= 3:
-		start = time.Now()
+		start = gt.tr.Now()
 		// Unsampled jobs copy no strings and cost the engine no memory:
 		// their spans would not be recorded anyway (parent-based).
 		send = gt.tr.StartSendBare(context.Background(), start)
-		if send.Recording() {
+		if recording = send.Recording(); recording {
 			send.Describe(tracing.Message{
-				Operation: t.String(), Destination: string(p.Args[0]), ConversationID: string(p.Args[1]),
+				Operation: t.String(), Destination: gt.functions.String(p.Args[0]), ConversationID: string(p.Args[1]),
 				BodySize: len(p.Data()),
 			})
 			sess.SetCreation(gearman.Creation(send.Creation()))
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
-		start = time.Now()
+		start = gt.tr.Now()
 	}
 	err := sess.Handle(p)
 	if err != nil {
@@ -126,7 +130,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 		return err
 	}
 	switch t := p.Type; {
-	case isSubmit(t) && send.Recording():
+	case isSubmit(t) && recording:
 		if id := sess.LastJob(); id != 0 {
 			send.CreatedNum(gt.handlePrefix, id)
 		} else if code := sess.LastError(); code != "" {

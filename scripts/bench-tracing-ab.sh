@@ -2,8 +2,9 @@
 # Compares what tracing costs in two builds of jobgate, side by side: the
 # traced server of build A, the traced server of build B and the untraced
 # server of build B run at the same time, exporting over OTLP/HTTP to
-# jobgate-bench otlp-sink, and gearman-fg runs against each in turn (the
-# order rotates every round) ROUNDS times. On a shared machine the load
+# jobgate-bench otlp-sink, and the workload (gearman-fg, or
+# beanstalk-cycle with WORKLOAD=beanstalk-cycle) runs against each in turn
+# (the order rotates every round) ROUNDS times. On a shared machine the load
 # moves a lot between runs; a paired comparison round by round is what
 # can still tell two builds apart. Prints each run's summary, then the
 # medians of server CPU per job and of the per-round difference B - A.
@@ -12,6 +13,7 @@
 #   (binaries, e.g. built with go build -o from two git archive copies)
 # Environment (defaults in brackets):
 #   ROUNDS [7]  DURATION [3s]  CLIENTS [16]  WORKERS [4]  BODY [100]
+#   WORKLOAD [gearman-fg; or beanstalk-cycle, 4 producers and 4 consumers]
 #   OUT [a temporary directory]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,14 @@ DURATION=${DURATION:-3s}
 CLIENTS=${CLIENTS:-16}
 WORKERS=${WORKERS:-4}
 BODY=${BODY:-100}
+WORKLOAD=${WORKLOAD:-gearman-fg}
+case $WORKLOAD in
+gearman-fg | beanstalk-cycle) ;;
+*)
+	echo "WORKLOAD must be gearman-fg or beanstalk-cycle" >&2
+	exit 2
+	;;
+esac
 OUT=${OUT:-$(mktemp -d /tmp/bench-tracing-ab.XXXXXX)}
 mkdir -p "$OUT"
 go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
@@ -45,13 +55,18 @@ tracing:
   sampler: always_on
 YAML
 
-# start NAME BINARY [ARGS...] starts a Gearman-only jobgate on a free
-# port; it sets PID_NAME and PORT_NAME.
+# start NAME BINARY [ARGS...] starts a jobgate serving only the
+# workload's protocol on a free port; it sets PID_NAME and PORT_NAME.
 start() {
-	local name=$1 bin=$2 port
+	local name=$1 bin=$2 port listen
 	shift 2
 	port=$(free_port)
-	"$bin" "$@" -gearman "127.0.0.1:$port" -beanstalk "" -admin "" -data "" >"$OUT/$name.log" 2>&1 &
+	if [ "$WORKLOAD" = gearman-fg ]; then
+		listen=(-gearman "127.0.0.1:$port" -beanstalk "")
+	else
+		listen=(-gearman "" -beanstalk "127.0.0.1:$port")
+	fi
+	"$bin" "$@" "${listen[@]}" -admin "" -data "" >"$OUT/$name.log" 2>&1 &
 	PIDS="$PIDS $!"
 	eval "PID_$name=$! PORT_$name=$port"
 	wait_port "$port"
@@ -67,12 +82,17 @@ for round in $(seq "$ROUNDS"); do
 		name=${names[$(((k + round) % 3))]}
 		pid=$(eval echo "\$PID_$name")
 		port=$(eval echo "\$PORT_$name")
-		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$port" -pid "$pid" -workload fg -clients "$CLIENTS" \
-			-workers "$WORKERS" -body-size "$BODY" -duration "$DURATION" >"$OUT/$name-$round.txt"
-		echo "$round $name $(grep '^summary' "$OUT/$name-$round.txt" | cut -d' ' -f2-)" | tee -a "$OUT/results"
+		if [ "$WORKLOAD" = gearman-fg ]; then
+			"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$port" -pid "$pid" -workload fg -clients "$CLIENTS" \
+				-workers "$WORKERS" -body-size "$BODY" -duration "$DURATION" >"$OUT/$name-$round.txt"
+		else
+			"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$port" -pid "$pid" -workload cycle -producers 4 \
+				-consumers 4 -body-size "$BODY" -duration "$DURATION" >"$OUT/$name-$round.txt"
+		fi
+		echo "$round $name $(grep -E '^(summary|result)' "$OUT/$name-$round.txt" | cut -d' ' -f2-)" | tee -a "$OUT/results"
 	done
 done
-echo "A=$A B=$B rounds=$ROUNDS duration=$DURATION; load average $(cut -d' ' -f1-3 /proc/loadavg); raw runs in $OUT"
+echo "A=$A B=$B workload=$WORKLOAD rounds=$ROUNDS duration=$DURATION; load average $(cut -d' ' -f1-3 /proc/loadavg); raw runs in $OUT"
 awk '
 function median(list,   n, i, j, t, a) {
 	n = split(list, a, " ")

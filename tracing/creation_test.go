@@ -177,3 +177,27 @@ func TestCreationAfterRestart(t *testing.T) {
 		t.Errorf("receive links %v, want the send span", l)
 	}
 }
+
+// TestCreationIsValid: IsValid, which reads the bytes, agrees with the
+// span context's IsValid for every combination of zero and non-zero ids
+// and flags.
+func TestCreationIsValid(t *testing.T) {
+	for mask := 0; mask < 16; mask++ {
+		var c Creation
+		if mask&1 != 0 {
+			c[1] = 1
+		}
+		if mask&2 != 0 {
+			c[16] = 2
+		}
+		if mask&4 != 0 {
+			c[24] = 3
+		}
+		if mask&8 != 0 {
+			c[25] = 1
+		}
+		if got, want := c.IsValid(), c.SpanContext().IsValid(); got != want {
+			t.Errorf("%x: IsValid %v, span context's %v", c, got, want)
+		}
+	}
+}

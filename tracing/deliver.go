@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -26,7 +25,7 @@ func (t *Tracer) Deliver(c Creation, m Message) Process {
 		return p
 	}
 	parent := spanParent(context.Background(), c)
-	now := time.Now()
+	now := leanTime() // one reading, the monotonic clock only (lean_clock.go)
 	t.lean.receiveAt(parent, c.IsValid(), &m, now)
 	return leanProcess(t.lean.processAt(parent, &m, now))
 }

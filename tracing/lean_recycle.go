@@ -103,7 +103,7 @@ func (s *leanSpan) event(gen uint32, name string, at time.Time, attrs ...attribu
 // error status, then ends the span of generation gen: the ending methods
 // of Send and Process in one locked step.
 func (s *leanSpan) endWith(gen uint32, a attribute.KeyValue, fail bool, errType string) {
-	end := time.Now()
+	end := leanNow()
 	if !s.lockGen(gen) {
 		s.mu.Unlock()
 		return
@@ -121,7 +121,7 @@ func (s *leanSpan) endWith(gen uint32, a attribute.KeyValue, fail bool, errType 
 		}
 	}
 	s.ended = true
-	s.end = end.UnixNano()
+	s.end = end
 	s.mu.Unlock()
 	s.lt.pipe.enqueue(s)
 }
@@ -129,7 +129,7 @@ func (s *leanSpan) endWith(gen uint32, a attribute.KeyValue, fail bool, errType 
 // endWithNum is endWith for Send.CreatedNum: it records the id as a
 // prefix and a number, for the encoder to format.
 func (s *leanSpan) endWithNum(gen uint32, prefix string, n uint64) {
-	end := time.Now()
+	end := leanNow()
 	if !s.lockGen(gen) {
 		s.mu.Unlock()
 		return
@@ -139,7 +139,7 @@ func (s *leanSpan) endWithNum(gen uint32, prefix string, n uint64) {
 		s.msgID, s.msgIDPrefix, s.msgIDNum = "", prefix, n
 	}
 	s.ended = true
-	s.end = end.UnixNano()
+	s.end = end
 	s.mu.Unlock()
 	s.lt.pipe.enqueue(s)
 }

@@ -231,7 +231,7 @@ func (lt *leanTracer) receive(ctx context.Context, c Creation, m *Message) {
 	// One clock reading serves as the end, the queue wait's reference and,
 	// without m.Start, the start: reading the clock is a good part of a
 	// span's cost.
-	lt.receiveAt(spanParent(ctx, c), c.IsValid(), m, time.Now())
+	lt.receiveAt(spanParent(ctx, c), c.IsValid(), m, leanTime())
 }
 
 // spanParent is the parent of a receive or process span: the creation
@@ -255,26 +255,29 @@ func (lt *leanTracer) receiveAt(parent trace.SpanContext, link bool, m *Message,
 	if !ok {
 		return
 	}
-	s.setMessage(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
+	// The record is still only ours (startSpan's): no lock until it ends.
+	s.setMessageLocked(semconv.MessagingOperationTypeReceive.Value.AsString(), m, true)
 	s.setDelivery(m, now)
 	s.linkParent = link
-	s.endAt(now)
+	s.ended, s.end = true, now.UnixNano()
+	s.lt.pipe.enqueue(s)
 }
 
 // process starts a process span on the lean path; see
 // Tracer.StartProcess. The span is a *leanSpan when recorded.
 func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) trace.Span {
-	return lt.processAt(spanParent(ctx, c), m, time.Now())
+	return lt.processAt(spanParent(ctx, c), m, leanTime())
 }
 
 // processAt starts a process span under parent at start.
 func (lt *leanTracer) processAt(parent trace.SpanContext, m *Message, start time.Time) trace.Span {
 	span := lt.startSpan(parent, "process", m.Destination, trace.SpanKindConsumer, start)
 	if s, ok := span.(*leanSpan); ok {
-		s.setMessage(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)
+		// Not handed out yet: no lock needed.
+		s.setMessageLocked(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)
 		s.setDelivery(m, start)
 		if m.Attempt > 1 {
-			s.addEvent(EventRetry, start, AttrAttempt.Int(m.Attempt))
+			s.addEventLocked(EventRetry, start, []attribute.KeyValue{AttrAttempt.Int(m.Attempt)})
 		}
 	}
 	return span
@@ -301,7 +304,7 @@ func (s *leanSpan) addEventLocked(name string, at time.Time, attrs []attribute.K
 
 // End ends the span and queues it for export; later calls do nothing.
 func (s *leanSpan) End(options ...trace.SpanEndOption) {
-	end := time.Now()
+	end := leanTime()
 	if len(options) > 0 {
 		cfg := trace.NewSpanEndConfig(options...)
 		if ts := cfg.Timestamp(); !ts.IsZero() {
@@ -329,7 +332,7 @@ func (s *leanSpan) AddEvent(name string, options ...trace.EventOption) {
 	cfg := trace.NewEventConfig(options...)
 	at := cfg.Timestamp()
 	if at.IsZero() {
-		at = time.Now()
+		at = leanTime()
 	}
 	s.addEvent(name, at, cfg.Attributes()...)
 }

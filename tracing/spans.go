@@ -220,7 +220,7 @@ func (t *Tracer) StartSend(ctx context.Context, m Message) Send {
 		return Send{}
 	}
 	if t.lean != nil {
-		s := t.leanSend(ctx, m.Destination, startTime(&m))
+		s := t.leanSend(ctx, m.Destination, m.Start)
 		if s.Recording() {
 			s.setAttrs(&m)
 		}
@@ -246,11 +246,11 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 	if t == nil {
 		return Send{}
 	}
-	if start.IsZero() {
-		start = time.Now()
-	}
 	if t.lean != nil {
 		return t.leanSend(ctx, "", start)
+	}
+	if start.IsZero() {
+		start = time.Now()
 	}
 	_, span := t.tracer.Start(ctx, "send",
 		trace.WithSpanKind(trace.SpanKindProducer),
@@ -258,8 +258,12 @@ func (t *Tracer) StartSendBare(ctx context.Context, start time.Time) Send {
 	return Send{span: span, t: t}
 }
 
-// leanSend starts a send span on the lean path, with its handle.
+// leanSend starts a send span on the lean path, with its handle, at
+// start (zero: now).
 func (t *Tracer) leanSend(ctx context.Context, dest string, start time.Time) Send {
+	if start.IsZero() {
+		start = leanTime()
+	}
 	span := t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", dest, trace.SpanKindProducer, start)
 	s := Send{span: span, t: t, cr: CreationOf(span.SpanContext())}
 	if ls, ok := span.(*leanSpan); ok {
@@ -501,7 +505,7 @@ func (p Process) SpanContext() trace.SpanContext {
 func (p Process) event(name string, n int, a0, a1 attribute.KeyValue) {
 	if ls, ok := p.span.(*leanSpan); ok {
 		attrs := [2]attribute.KeyValue{a0, a1}
-		ls.event(p.gen, name, time.Now(), attrs[:n]...)
+		ls.event(p.gen, name, leanTime(), attrs[:n]...)
 		return
 	}
 	if p.span != nil {

@@ -132,9 +132,7 @@ func (e *Engine) traceReturnedLocked(j *job, timedOut bool) {
 }
 
 // Using returns the name of the tube the session uses, for a put's span.
-func (s *Session) Using() string {
-	e := s.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return s.use.name
-}
+// Call it from the goroutine that runs the session's commands: only their
+// use changes the tube, so it needs no lock (a traced put took the
+// engine's lock once more for it, contended by the other event loop).
+func (s *Session) Using() string { return s.use.name }

@@ -193,10 +193,15 @@ func (e *Engine) traceAttach(j *job, c Creation) {
 	e.traces[j.id] = jobTrace{creation: c}
 }
 
-// traceReady notes that j entered its ready queue now.
+// traceReady notes that j entered its ready queue now, which is j.at when
+// an observer makes that a clock reading (SetObserver): one reading fewer.
 func (e *Engine) traceReady(j *job) {
 	if tr, ok := e.traces[j.id]; ok {
-		tr.ready = e.now()
+		if e.obs != nil && j.at >= e.timedFrom {
+			tr.ready = j.at
+		} else {
+			tr.ready = e.now()
+		}
 		e.traces[j.id] = tr
 	}
 }

@@ -155,3 +155,36 @@ func TestTracedJobMemory(t *testing.T) {
 		t.Errorf("tracing adds %.0f bytes per job, want <= 160", traced-plain)
 	}
 }
+
+// waits records the queue waits an Observer sees.
+type waits []time.Duration
+
+func (w *waits) JobSubmitted(string)                  {}
+func (w *waits) JobStarted(_ string, d time.Duration) { *w = append(*w, d) }
+func (w *waits) JobCompleted(string, time.Duration)   {}
+func (w *waits) JobFailed(string, time.Duration)      {}
+
+// TestTraceReadyWithObserver: with an observer, a traced job's ready time
+// is its enqueue's own clock reading, so it agrees with the wait the
+// observer sees.
+func TestTraceReadyWithObserver(t *testing.T) {
+	h := newHarness(t, Config{})
+	var w waits
+	h.e.SetObserver(&w)
+	c := h.open()
+	h.clk.Advance(time.Second)
+	c.s.SetCreation(testCreation(4))
+	id, _ := h.e.JobID([]byte(c.submit(codec.SubmitJobBg, "f", "", "x")))
+	jt, ok := h.e.JobTrace(id)
+	if want := epoch0.Add(time.Second); !ok || !jt.Ready.Equal(want) {
+		t.Fatalf("Ready %v, want %v (%v)", jt.Ready, want, ok)
+	}
+	h.clk.Advance(2 * time.Second)
+	wk := h.open()
+	wk.send(codec.CanDo, "f")
+	wk.send(codec.GrabJob)
+	wk.rec.take()
+	if len(w) != 1 || w[0] != 2*time.Second {
+		t.Fatalf("observer waits %v, want [2s]", w)
+	}
+}
