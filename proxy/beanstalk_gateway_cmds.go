@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/proxy/auth"
@@ -20,7 +19,7 @@ func (s *bgwSession) exec(cmd *wire.Command) error {
 // execIn is exec in the routing s.rt.
 func (s *bgwSession) execIn(cmd *wire.Command) error {
 	if s.gw.trace != nil {
-		s.cmdStart = time.Now()
+		s.cmdStart = s.gw.trace.tr.Now()
 	}
 	// The direct path's checks, in its order: auth, then the reservation
 	// cap (beanstalk_gateway_auth.go, beanstalk_gateway_limits.go).

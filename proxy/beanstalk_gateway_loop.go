@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/proxy/auth"
@@ -196,7 +195,7 @@ func (s *bgwSession) reserveOne() *routing.Backend {
 func (s *bgwSession) execLoop(cmd *wire.Command) error {
 	if (cmd.Verb == wire.Reserve || cmd.Verb == wire.ReserveWithTimeout) && !s.overReserved(cmd.Verb) {
 		if s.gw.trace != nil {
-			s.cmdStart = time.Now() // as execIn stamps: the receive span's start
+			s.cmdStart = s.gw.trace.tr.Now() // as execIn stamps: the receive span's start
 		}
 		s.reserveLoop(cmd)
 		return nil

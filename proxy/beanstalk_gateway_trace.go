@@ -60,7 +60,7 @@ func (s *BeanstalkServer) TraceEvicted() uint64 {
 // keeps it on sl until the reply.
 func (t *bgwTrace) put(sl *bgwSlot, tube []byte, cmd *wire.Command, b *routing.Backend) {
 	body := len(cmd.Body)
-	send := t.tr.StartSendBare(context.Background(), time.Now())
+	send := t.tr.StartSendBare(context.Background(), t.tr.Now())
 	if !send.Recording() {
 		send.End() // unsampled: nothing to keep for this job
 		return
@@ -93,7 +93,7 @@ func (t *bgwTrace) reply(s *bgwSession, sl *bgwSlot, kind wire.ReplyKind) {
 		if kind == wire.Inserted {
 			sp.send.Created(strconv.FormatUint(r.ID, 10))
 			if sp.cr.IsSampled() {
-				t.table.Put(r.ID, tracing.Entry{Creation: sp.cr, Enqueued: time.Now(), Name: sp.tube, Timeout: sp.ttr})
+				t.table.Put(r.ID, tracing.Entry{Creation: sp.cr, Enqueued: t.tr.Now(), Name: sp.tube, Timeout: sp.ttr})
 			}
 		} else {
 			sp.send.Fail(kind.String())
@@ -176,7 +176,7 @@ func (t *bgwTrace) requeue(id uint64, delay time.Duration, end func(tracing.Proc
 		p = e.Process
 		e.Process = tracing.Process{}
 		e.StopDeadline()
-		e.Enqueued = time.Now().Add(delay)
+		e.Enqueued = t.tr.Now().Add(delay)
 	})
 	if p.IsOpen() {
 		end(p)
@@ -191,7 +191,7 @@ func (t *bgwTrace) lost(id uint64) {
 		p = e.Process
 		e.Process = tracing.Process{}
 		e.StopDeadline()
-		e.Enqueued = time.Now()
+		e.Enqueued = t.tr.Now()
 	})
 	p.Fail(tracing.ErrorWorkerLost)
 }

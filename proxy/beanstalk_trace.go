@@ -56,7 +56,7 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 	// The clock is read only for the commands whose spans start here: on
 	// the data path every reading counts.
 	if isBeanstalkStatsVerb(cmd.Verb) {
-		ct.start = time.Now()
+		ct.start = bt.tr.Now()
 		if bt.tr.CommandSpans() {
 			_, ct.cmd = bt.tr.StartCommand(context.Background(), tracing.Message{
 				Operation: cmd.Verb.String(), Destination: string(cmd.Tube), Start: ct.start,

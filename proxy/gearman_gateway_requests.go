@@ -137,7 +137,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		n := len(s.workerSet)
 		r := newGrabReply(p.Type, n)
 		if s.gw.trace != nil {
-			r.trace = &gwJobTrace{start: time.Now()}
+			r.trace = &gwJobTrace{start: s.gw.trace.tr.Now()}
 		}
 		for i := range n {
 			r.grab.left = append(r.grab.left, s.workerSet[(s.grabNext+i)%n])
@@ -206,7 +206,7 @@ func (s *gwSession) forward(b *routing.Backend, p *codec.Packet, h []byte) error
 func (s *gwSession) submit(p *codec.Packet) error {
 	var start time.Time
 	if s.gw.trace != nil {
-		start = time.Now()
+		start = s.gw.trace.tr.Now()
 	}
 	fn := p.Function()
 	pool := s.rt().cfg.Rules.Match(fn)

@@ -129,7 +129,7 @@ func (t *gwTrace) replyLocked(s *gwSession, r *gwReply, b *routing.Backend, p *c
 		if h != "" && r.trace.cr.IsSampled() {
 			// With the unique id, Put knows a coalesced submit: the job
 			// stays in the trace of the submit that created it.
-			t.table.Put(h, tracing.Entry{Creation: r.trace.cr, Enqueued: time.Now(), Unique: r.trace.unique})
+			t.table.Put(h, tracing.Entry{Creation: r.trace.cr, Enqueued: t.tr.Now(), Unique: r.trace.unique})
 		}
 	case codec.Error:
 		r.trace.send.Fail(string(p.Arg(0)))
@@ -251,7 +251,7 @@ func (t *gwTrace) closed(s *gwSession) {
 			p = e.Process
 			e.Process = tracing.Process{}
 			e.StopDeadline()
-			e.Enqueued = time.Now()
+			e.Enqueued = t.tr.Now()
 		})
 		p.Fail(tracing.ErrorWorkerLost)
 	}

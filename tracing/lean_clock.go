@@ -15,12 +15,16 @@ import (
 //
 // Spans of one job must keep their order. Between two bases the readings
 // follow the monotonic clock, so they never go back. A new base could
-// start behind the old one's readings when the wall clock ran slower than
-// the monotonic one (NTP slewing, at most 500 ppm: 50 µs per refresh
-// period), so a base also has a floor, the old base's reading at the
-// moment the new one was read: readings stay at the floor until the wall
-// clock passes it. A step back of the wall clock by
-// more than leanClockStep is followed, as time.Now() would show it.
+// start a little behind the old one's readings: time.Now() reads the wall
+// clock before the monotonic one, and the thread may run late in between.
+// So a base also has a floor, the old base's reading at the moment the
+// new one was read: readings stay at the floor until the wall clock
+// passes it. A step back of the wall clock by more than leanClockStep,
+// seen in two pairs of readings, is followed, as time.Now() would show it.
+//
+// Every clock reading of the traced paths goes through here (Tracer.Now),
+// so that one job's times come from one clock: for at most a refresh
+// period after the wall clock steps, these readings lag the step.
 
 // leanClockRefresh is how long a base serves before a reader replaces it.
 const leanClockRefresh = 100 * time.Millisecond
@@ -86,8 +90,16 @@ func (c *leanClock) unixNano() int64 {
 // to replace b; the losers read the winner's base.
 func (c *leanClock) refresh(b *clockBase) int64 {
 	t, wall := c.read()
+	old := max(b.wall+int64(t.Sub(b.t)), b.floor)
+	if old-wall > int64(leanClockStep) {
+		// A step back, or this thread descheduled between its readings
+		// of the two clocks (the wall clock is read first): a second pair
+		// tells them apart.
+		t, wall = c.read()
+		old = max(b.wall+int64(t.Sub(b.t)), b.floor)
+	}
 	n := &clockBase{t: t, wall: wall}
-	if old := max(b.wall+int64(t.Sub(b.t)), b.floor); old > wall && old-wall <= int64(leanClockStep) {
+	if old > wall && old-wall <= int64(leanClockStep) {
 		n.floor = old
 	}
 	if c.base.CompareAndSwap(b, n) {

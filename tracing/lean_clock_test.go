@@ -131,3 +131,24 @@ func TestJobSpansInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanClockReadGap: a refresh whose wall clock reading lags its
+// monotonic one (the thread descheduled between the two) is not taken for
+// a step back of the wall clock: the readings do not go back.
+func TestLeanClockReadGap(t *testing.T) {
+	var gaps atomic.Int32
+	read := func() (time.Time, int64) {
+		now := time.Now()
+		wall := now.UnixNano()
+		if gaps.Add(-1) >= 0 {
+			wall -= int64(5 * time.Millisecond)
+		}
+		return now, wall
+	}
+	c := newLeanClock(read, 0) // every reading refreshes
+	prev := c.unixNano()
+	gaps.Store(1)
+	if v := c.unixNano(); v < prev {
+		t.Fatalf("the clock went back %v after a read gap", time.Duration(prev-v))
+	}
+}

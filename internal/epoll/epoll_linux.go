@@ -112,7 +112,7 @@ func ret(n uintptr, e syscall.Errno) (int, error) {
 }
 
 // Read reads from a non-blocking fd with one raw system call (recvfrom on
-// a socket: sock_linux.go). EAGAIN is returned as an error like any
+// a socket: sock_linux_sys.go). EAGAIN is returned as an error like any
 // other; EINTR is retried.
 func Read(fd int, b []byte) (int, error) {
 	if len(b) == 0 {
@@ -131,7 +131,7 @@ func Read(fd int, b []byte) (int, error) {
 }
 
 // Write writes to a non-blocking fd with one raw system call (sendto on a
-// socket: sock_linux.go) and returns how much the kernel took; EAGAIN is
+// socket: sock_linux_sys.go) and returns how much the kernel took; EAGAIN is
 // (0, nil) when nothing was taken.
 func Write(fd int, b []byte) (int, error) {
 	if len(b) == 0 {

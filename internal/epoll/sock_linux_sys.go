@@ -14,14 +14,15 @@ import (
 // profile of the gateway proxying Gearman jobs, against 1.9% for the
 // recv and send paths haproxy takes (docs/BENCHMARKS.md, "The gateway's
 // system calls against haproxy's").
-// A descriptor that is not a socket (ENOTSOCK: a pipe, a file) gets the
+// A descriptor that is not a socket (ENOTSOCK: a pipe, a file), or a
+// kernel without the direct socket calls (ENOSYS: s390x before 4.3), gets the
 // plain call, so Read and Write keep working on any descriptor.
 
 // sysRead reads into b with one raw call; EINTR is the caller's to retry.
 func sysRead(fd int, b []byte) (uintptr, syscall.Errno) {
 	p := uintptr(unsafe.Pointer(&b[0]))
 	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), p, uintptr(len(b)), 0, 0, 0)
-	if e == syscall.ENOTSOCK {
+	if e == syscall.ENOTSOCK || e == syscall.ENOSYS {
 		n, _, e = syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), p, uintptr(len(b)))
 	}
 	return n, e
@@ -33,7 +34,7 @@ func sysRead(fd int, b []byte) (uintptr, syscall.Errno) {
 func sysWrite(fd int, b []byte) (uintptr, syscall.Errno) {
 	p := uintptr(unsafe.Pointer(&b[0]))
 	n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), p, uintptr(len(b)), syscall.MSG_NOSIGNAL, 0, 0)
-	if e == syscall.ENOTSOCK {
+	if e == syscall.ENOTSOCK || e == syscall.ENOSYS {
 		n, _, e = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), p, uintptr(len(b)))
 	}
 	return n, e
