@@ -1,7 +1,6 @@
 package epoll
 
 import (
-	"net"
 	"syscall"
 	"testing"
 )
@@ -9,26 +8,7 @@ import (
 // TestPollerRoundTrip drives a TCP connection taken over with DupConn:
 // readiness, raw reads and writes, EAGAIN, and the eventfd wakeup.
 func TestPollerRoundTrip(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	peer, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := DupConn(nc.(*net.TCPConn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	defer syscall.Close(fd)
+	fd, peer := tcpPair(t)
 
 	p, err := New()
 	if err != nil {

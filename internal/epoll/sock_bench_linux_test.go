@@ -1,7 +1,6 @@
 package epoll
 
 import (
-	"net"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -14,27 +13,8 @@ import (
 //
 //	go test -run '^$' -bench SocketCalls -count 5 ./internal/epoll/
 func BenchmarkSocketCalls(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	peer, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer peer.Close()
-	nc, err := l.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	wfd, err := DupConn(nc.(*net.TCPConn))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer syscall.Close(wfd)
-	rfd, err := DupConn(peer.(*net.TCPConn))
+	wfd, peer := tcpPair(b)
+	rfd, err := DupConn(peer)
 	if err != nil {
 		b.Fatal(err)
 	}

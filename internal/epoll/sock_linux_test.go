@@ -1,7 +1,6 @@
 package epoll
 
 import (
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -42,27 +41,9 @@ func TestWriteClosedPeerNoSignal(t *testing.T) {
 	signal.Notify(sigs, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	peer, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := DupConn(nc.(*net.TCPConn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	defer syscall.Close(fd)
+	fd, peer := tcpPair(t)
 	// An RST from the peer (linger 0) breaks the connection at once.
-	peer.(*net.TCPConn).SetLinger(0)
+	peer.SetLinger(0)
 	peer.Close()
 
 	deadline := time.Now().Add(5 * time.Second)
