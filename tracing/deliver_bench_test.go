@@ -4,10 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // discardSink takes encoded batches and drops them.
@@ -25,13 +21,7 @@ func (discardSink) stop(context.Context) error                { return nil }
 func BenchmarkAssignment(b *testing.B) {
 	for _, how := range []string{"receive+startprocess", "deliver"} {
 		b.Run(how, func(b *testing.B) {
-			res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("bench"))
-			tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
-			rc, _ := Config{Sampler: SamplerAlwaysOn}.resolve(func(string) (string, bool) { return "", false })
-			pipe := newLeanPipe(tp, newLeanEncoder(res, leanScope), discardSink{}, 4096, false)
-			defer pipe.shutdown(context.Background())
-			tr := NewTracer(tp, Gearman, rc)
-			tr.lean = &leanTracer{system: string(Gearman), sampler: newLeanSampler(rc), pipe: pipe}
+			tr, pipe := benchLeanTracer(b)
 			ctx := context.Background()
 			b.ReportAllocs()
 			start := cpuTime()

@@ -21,13 +21,7 @@ func stepsNow(tr *Tracer) time.Time { return tr.Now() }
 // timer stopped, so ns/op is the loop's share alone, without the other
 // CPU's work that the whole-binary figures mix in.
 func BenchmarkJobSteps(b *testing.B) {
-	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("bench"))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
-	rc, _ := Config{Sampler: SamplerAlwaysOn}.resolve(func(string) (string, bool) { return "", false })
-	pipe := newLeanPipe(tp, newLeanEncoder(res, leanScope), discardSink{}, 4096, false)
-	defer pipe.shutdown(context.Background())
-	tr := NewTracer(tp, Gearman, rc)
-	tr.lean = &leanTracer{system: string(Gearman), sampler: newLeanSampler(rc), pipe: pipe}
+	tr, pipe := benchLeanTracer(b)
 	ctx := context.Background()
 	fn := []byte("resize")
 	var names stepsNames
@@ -62,3 +56,17 @@ func BenchmarkJobSteps(b *testing.B) {
 
 // stepsNames is the proxy's function-name cache.
 type stepsNames struct{ Names }
+
+// benchLeanTracer returns an always_on Gearman tracer on the lean path
+// whose export encodes every batch and discards it, and its pipe; the
+// pipe shuts down when the benchmark ends.
+func benchLeanTracer(b *testing.B) (*Tracer, *leanPipe) {
+	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("bench"))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
+	rc, _ := Config{Sampler: SamplerAlwaysOn}.resolve(func(string) (string, bool) { return "", false })
+	pipe := newLeanPipe(tp, newLeanEncoder(res, leanScope), discardSink{}, 4096, false)
+	b.Cleanup(func() { pipe.shutdown(context.Background()) })
+	tr := NewTracer(tp, Gearman, rc)
+	tr.lean = &leanTracer{system: string(Gearman), sampler: newLeanSampler(rc), pipe: pipe}
+	return tr, pipe
+}
