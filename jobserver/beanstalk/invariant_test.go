@@ -12,7 +12,11 @@ import (
 // TestRandomOperations drives sessions with random commands, time steps,
 // cancels and closes, and checks the engine's invariants after each step.
 func TestRandomOperations(t *testing.T) {
-	for seed := range uint64(8) {
+	seeds := uint64(64)
+	if testing.Short() {
+		seeds = 8
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, seed) })
 	}
 }
