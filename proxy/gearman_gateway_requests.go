@@ -277,6 +277,7 @@ func (s *gwSession) canDo(p *codec.Packet) error {
 		}
 	}
 	s.mu.Unlock()
+	s.gw.workers.join(s) // the merged admin listings count it once
 	for i, b := range a.backends {
 		if open[i] == nil {
 			// Opening the session replays every ability, this one

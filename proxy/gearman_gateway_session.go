@@ -193,6 +193,7 @@ func (s *gwSession) Close() {
 		bs.dead = true
 	}
 	s.mu.Unlock()
+	s.gw.workers.leave(s)
 	if s.gw.trace != nil {
 		s.gw.trace.closed(s)
 	}

@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"net"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/jobserver/gearman"
+)
+
+// startAdminGateway is a gateway in front of the local engine and the two
+// gearmand at up (backends g1 and g2): "local." goes to the local engine,
+// "mix." to a shard pool of local, g1 and g2, "fo." to a failover pool
+// g2, g1, and every other function to a shard pool of g1 and g2.
+func startAdminGateway(t *testing.T, up []string) (string, *GearmanServer) {
+	t.Helper()
+	c := config.Default()
+	for i, a := range up {
+		b := config.DefaultBackend()
+		b.Name, b.ID, b.Type, b.Address = "g"+string(rune('1'+i)), i+1, config.TypeGearman, a
+		b.IOTimeout, b.DialTimeout = 3*time.Second, time.Second
+		c.Backends = append(c.Backends, b)
+	}
+	c.Pools = []config.Pool{
+		{Name: "shard", Strategy: config.StrategyShard, Backends: []string{"g1", "g2"}},
+		{Name: "mix", Strategy: config.StrategyShard, Backends: []string{config.LocalName, "g1", "g2"}},
+		{Name: "fo", Strategy: config.StrategyFailover, Backends: []string{"g2", "g1"}},
+	}
+	c.Routes.Gearman = []config.Route{
+		{Prefix: "local.", Backend: config.LocalName},
+		{Prefix: "mix.", Pool: "mix"},
+		{Prefix: "fo.", Pool: "fo"},
+	}
+	c.Routes.GearmanDefault = "shard"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return startGearmanGateway(t, c, gearman.Config{HandlePrefix: "H:jobgate"})
+}
+
+// adminListing sends an admin line on a new connection to addr and
+// returns the listing's lines, without the final ".".
+func adminListing(t *testing.T, addr, line string) []string {
+	t.Helper()
+	c := dialGW(t, addr)
+	defer c.nc.Close()
+	c.write([]byte(line + "\n"))
+	_ = c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var out []string
+	for {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			t.Fatalf("%s on %s: %v", line, addr, err)
+		}
+		if f.Kind != codec.KindText {
+			t.Fatalf("%s on %s: %v", line, addr, f.String())
+		}
+		if string(f.Text) == "." {
+			return out
+		}
+		out = append(out, string(f.Text))
+	}
+}
+
+// gearadminLines runs gearadmin with option (--status, --priority-status,
+// --workers) against addr and returns its lines, sorted, without ".".
+func gearadminLines(t *testing.T, addr, option string) []string {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	out, err := exec.Command(testutil.RequireBinary(t, "gearadmin"), "-h", host, "-p", port, option).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gearadmin %s on %s: %q %v", option, addr, out, err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l != "" && l != "." {
+			lines = append(lines, l)
+		}
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// waitListing polls an admin listing of addr until has(lines) holds.
+func waitListing(t *testing.T, addr, line string, has func([]string) bool) {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got = adminListing(t, addr, line); has(got) {
+			return
+		}
+	}
+	t.Fatalf("%s on %s: %q never settled", line, addr, got)
+}
+
+// hasLines reports a predicate that lines contain every one of want.
+func hasLines(want ...string) func([]string) bool {
+	return func(lines []string) bool {
+		for _, w := range want {
+			if !slices.Contains(lines, w) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// startCLIWorker runs the gearman CLI as a worker of fns on addr until
+// the test ends.
+func startCLIWorker(t *testing.T, addr string, fns ...string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	args := []string{"-w", "-h", host, "-p", port}
+	for _, fn := range fns {
+		args = append(args, "-f", fn)
+	}
+	cmd := exec.Command(testutil.RequireBinary(t, "gearman"), append(args, "--", "cat")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+}
+
+// TestGearmanGatewayAdminCountsWorkersOnce checks that the merged "status"
+// and "prioritystatus" count a worker of a function whose pool has
+// several backends (shard, failover, local plus upstreams) once, as one
+// gearmand counts it, while jobs queued and running are summed: the same
+// workers and jobs on one real gearmand and through the gateway in front
+// of two give the same gearadmin listings.
+func TestGearmanGatewayAdminCountsWorkersOnce(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	ref := testutil.StartGearmand(t)
+	gw, _ := startAdminGateway(t, up)
+	fns := []string{"s.a", "local.b", "mix.c", "fo.d"}
+	for _, addr := range []string{gw, ref} {
+		startCLIWorker(t, addr, fns...)
+		startCLIWorker(t, addr, fns...)
+	}
+	// Settled: every registration of the two CLI workers is where the
+	// gateway sends it (each upstream of the pools, the local engine),
+	// and the reference lists them.
+	for _, u := range up {
+		waitListing(t, u, "status", hasLines("s.a\t0\t0\t2", "mix.c\t0\t0\t2", "fo.d\t0\t0\t2"))
+	}
+	waitListing(t, gw, "status", hasLines("local.b\t0\t0\t2"))
+	waitListing(t, ref, "status", hasLines("s.a\t0\t0\t2", "local.b\t0\t0\t2", "mix.c\t0\t0\t2", "fo.d\t0\t0\t2"))
+
+	// The same jobs, queued and running, on both.
+	for _, addr := range []string{gw, ref} {
+		c := dialGW(t, addr)
+		for _, j := range []struct {
+			typ codec.Type
+			fn  string
+		}{
+			{codec.SubmitJobBg, "s.q"}, {codec.SubmitJobHighBg, "s.q"}, {codec.SubmitJobLowBg, "s.q"},
+			{codec.SubmitJobBg, "mix.q"}, {codec.SubmitJobLowBg, "mix.q"},
+			{codec.SubmitJobBg, "s.h"}, {codec.SubmitJobBg, "s.h"},
+		} {
+			c.send(j.typ, j.fn, "", "x")
+			c.expect(codec.JobCreated)
+		}
+		// A raw worker of s.h holds one of its jobs until the test ends.
+		w := dialGW(t, addr)
+		w.send(codec.CanDo, "s.h")
+		w.send(codec.GrabJob)
+		w.expect(codec.JobAssign)
+	}
+	for _, u := range up {
+		// s.h's worker is registered on both upstreams.
+		waitListing(t, u, "status", func(lines []string) bool {
+			for _, l := range lines {
+				if strings.HasPrefix(l, "s.h\t") && strings.HasSuffix(l, "\t1") {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for _, opt := range []string{"--status", "--priority-status"} {
+		got, want := gearadminLines(t, gw, opt), gearadminLines(t, ref, opt)
+		if !slices.Equal(got, want) {
+			t.Errorf("gearadmin %s through the gateway:\n%q\none gearmand with the same workers and jobs:\n%q", opt, got, want)
+		}
+	}
+}
