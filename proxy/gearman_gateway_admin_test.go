@@ -4,6 +4,7 @@ import (
 	"net"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,10 @@ import (
 )
 
 // startAdminGateway is a gateway in front of the local engine and the two
-// gearmand at up (backends g1 and g2): "local." goes to the local engine,
-// "mix." to a shard pool of local, g1 and g2, "fo." to a failover pool
-// g2, g1, and every other function to a shard pool of g1 and g2.
+// gearmand at up (backends g1 and g2): "local." and "ERR local" go to the
+// local engine, "mix." to a shard pool of local, g1 and g2, "fo." to a
+// failover pool g2, g1, and every other function to a shard pool of g1
+// and g2.
 func startAdminGateway(t *testing.T, up []string) (string, *GearmanServer) {
 	t.Helper()
 	c := config.Default()
@@ -34,6 +36,7 @@ func startAdminGateway(t *testing.T, up []string) (string, *GearmanServer) {
 	}
 	c.Routes.Gearman = []config.Route{
 		{Prefix: "local.", Backend: config.LocalName},
+		{Exact: "ERR local", Backend: config.LocalName},
 		{Prefix: "mix.", Pool: "mix"},
 		{Prefix: "fo.", Pool: "fo"},
 	}
@@ -104,6 +107,24 @@ func hasLines(want ...string) func([]string) bool {
 	return func(lines []string) bool {
 		for _, w := range want {
 			if !slices.Contains(lines, w) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// hasWorkers reports a predicate that a status listing has n workers for
+// each of fns.
+func hasWorkers(n int, fns ...string) func([]string) bool {
+	return func(lines []string) bool {
+		for _, fn := range fns {
+			found := false
+			for _, l := range lines {
+				f := strings.Split(strings.TrimPrefix(l, fn+"\t"), "\t")
+				found = found || (strings.HasPrefix(l, fn+"\t") && len(f) == 3 && f[2] == strconv.Itoa(n))
+			}
+			if !found {
 				return false
 			}
 		}
@@ -192,5 +213,58 @@ func TestGearmanGatewayAdminCountsWorkersOnce(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("gearadmin %s through the gateway:\n%q\none gearmand with the same workers and jobs:\n%q", opt, got, want)
 		}
+	}
+}
+
+// TestGearmanGatewayAdminTabInName checks that function names holding
+// tabs (gearmand takes any byte but NUL) or looking like an error answer
+// come out of the merged listings byte-exact, with their counts, as one
+// gearmand prints them.
+func TestGearmanGatewayAdminTabInName(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	ref := testutil.StartGearmand(t)
+	gw, _ := startAdminGateway(t, up)
+	fns := []string{"s\tt", "s\t1\t2", "local.\tx", "mix.\ty\t", "ERR s", "ERR local"}
+	for _, addr := range []string{gw, ref} {
+		w := dialGW(t, addr)
+		c := dialGW(t, addr)
+		for _, fn := range fns {
+			w.send(codec.CanDo, fn)
+			c.send(codec.SubmitJobBg, fn, "", "x")
+			c.expect(codec.JobCreated)
+			c.send(codec.SubmitJobHighBg, fn, "", "y")
+			c.expect(codec.JobCreated)
+		}
+		w.quiet()
+	}
+	for _, u := range up {
+		waitListing(t, u, "status", hasWorkers(1, "s\tt", "s\t1\t2", "mix.\ty\t", "ERR s"))
+	}
+	waitListing(t, ref, "status", hasWorkers(1, fns...))
+	for _, opt := range []string{"--status", "--priority-status"} {
+		got, want := gearadminLines(t, gw, opt), gearadminLines(t, ref, opt)
+		if !slices.Equal(got, want) {
+			t.Errorf("gearadmin %s through the gateway:\n%q\none gearmand with the same workers and jobs:\n%q", opt, got, want)
+		}
+	}
+}
+
+func TestSumListing(t *testing.T) {
+	parts := [][]string{
+		{"a\tb\t1\t0\t2", "garbage", "c\t5\t0\t1"},
+		{"a\tb\t2\t1\t2", "d\tx\t1\t1", "c\t1\t0\t1", "\t3\t0\t0"},
+	}
+	got := string(sumListing(nil, parts, 3, map[string]uint64{"a\tb": 1, "c": 5}))
+	// a\tb: 4 registrations, one extra: 3. c: more extra than counted
+	// leaves the largest single count.
+	want := "a\tb\t3\t1\t3\ngarbage\nc\t6\t0\t1\nd\tx\t1\t1\n\t3\t0\t0\n"
+	if got != want {
+		t.Fatalf("sumListing:\n%q\nwant\n%q", got, want)
+	}
+	if got := listingLines("ERR UNKNOWN_COMMAND x\n"); got != nil {
+		t.Fatalf("an error answer has lines %q", got)
+	}
+	if got := listingLines("ERR f\t1\t0\t0\n.\n"); !slices.Equal(got, []string{"ERR f\t1\t0\t0"}) {
+		t.Fatalf("a function named ERR f: %q", got)
 	}
 }
