@@ -31,7 +31,9 @@ func (s *gwSession) HandleText(line []byte) error {
 	s.push(r)
 	var local []byte
 	rt := s.gw.rt()
-	if !merged || rt.local {
+	// "workers" always has the local part: it lists the gateway's own
+	// client connections (mergeWorkers).
+	if !merged || rt.local || cmd == "workers" {
 		s.local.sendMu.Lock()
 		out, err := s.local.local.Text(line)
 		s.local.sendMu.Unlock()
@@ -83,11 +85,7 @@ func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, loca
 	wg.Wait()
 	var out []byte
 	if cmd == "workers" {
-		for _, p := range parts {
-			for _, l := range p {
-				out = append(append(out, l...), '\n')
-			}
-		}
+		out = s.mergeWorkers(out, rt, parts, answered)
 	} else {
 		out = sumListing(out, parts, listingColumns(cmd), s.gw.workers.extraRegistrations(rt.answeredSet(answered)))
 	}

@@ -7,22 +7,26 @@ import (
 )
 
 // gwWorkers is the set of a gateway's sessions that have registered a
-// function (CAN_DO or CAN_DO_TIMEOUT) at some time, for the merged admin
-// listings: a worker whose function's pool has several backends is
-// registered on each of them (consumers fan in), so every backend counts
-// it, and only the gateway knows that those registrations are one worker.
+// function (CAN_DO or CAN_DO_TIMEOUT) or opened an upstream session, for
+// the merged admin listings. A worker whose function's pool has several
+// backends is registered on each of them (consumers fan in), so every
+// backend counts it, and each upstream lists the gateway's sessions on it
+// among its "workers": only the gateway knows that those are its own.
 //
-// A session joins at its first CAN_DO and leaves when it closes; one that
-// dropped its functions since stays in, counting nothing. Lock order: mu
-// is taken with no other lock held; the sessions' own locks are taken
-// after it is released.
+// A session joins at its first CAN_DO or upstream session and leaves when
+// it closes. Lock order: gwSession.mu, then mu; snapshot's callers take
+// the sessions' locks after it returns.
 type gwWorkers struct {
 	mu  sync.Mutex
 	set map[*gwSession]struct{} // guarded by mu
 }
 
-// join adds s; called by CAN_DO handling with no lock held.
+// join adds s; the caller holds s.mu, so that a session that closed
+// (Close sets closed, then leaves) is not added back.
 func (w *gwWorkers) join(s *gwSession) {
+	if s.closed {
+		return
+	}
 	w.mu.Lock()
 	if w.set == nil {
 		w.set = map[*gwSession]struct{}{}

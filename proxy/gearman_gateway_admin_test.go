@@ -268,3 +268,71 @@ func TestSumListing(t *testing.T) {
 		t.Fatalf("a function named ERR f: %q", got)
 	}
 }
+
+// workerLines is a "workers" listing without each line's fd and address,
+// which differ between servers, with each line's functions sorted, sorted.
+func workerLines(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		f := strings.SplitN(l, " ", 3)
+		if len(f) < 3 {
+			out = append(out, l)
+			continue
+		}
+		id, fns, _ := strings.Cut(f[2], " :")
+		names := strings.Fields(fns)
+		slices.Sort(names)
+		out = append(out, id+" :"+strings.Join(names, ","))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestGearmanGatewayAdminWorkersListedOnce checks that the merged
+// "workers" listing shows each connection to the gateway once, with every
+// function it registered wherever its pools put them, and the
+// connections straight to an upstream as the upstream lists them: as one
+// gearmand lists the same connections.
+func TestGearmanGatewayAdminWorkersListedOnce(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	ref := testutil.StartGearmand(t)
+	gw, _ := startAdminGateway(t, up)
+	for _, addr := range []string{gw, ref} {
+		startCLIWorker(t, addr, "s.a", "local.b", "mix.c", "fo.d")
+		startCLIWorker(t, addr, "s.a", "local.b", "mix.c", "fo.d")
+		w := dialGW(t, addr)
+		w.send(codec.SetClientID, "w 1")
+		w.send(codec.CanDo, "s.x")
+		w.send(codec.CanDo, "x y")
+		w.send(codec.CanDo, "local.z")
+		w.quiet()
+		c := dialGW(t, addr)
+		c.send(codec.SubmitJobBg, "s.q", "", "x")
+		c.expect(codec.JobCreated)
+	}
+	// A worker straight on the first upstream, and its twin on the
+	// reference.
+	for _, addr := range []string{up[0], ref} {
+		w := dialGW(t, addr)
+		w.send(codec.SetClientID, "direct")
+		w.send(codec.CanDo, "s.a")
+		w.quiet()
+	}
+	waitListing(t, up[0], "status", hasWorkers(3, "s.a"))
+	waitListing(t, up[1], "status", hasWorkers(2, "s.a"))
+	for _, u := range up {
+		waitListing(t, u, "status", hasWorkers(2, "mix.c", "fo.d"))
+		waitListing(t, u, "status", hasWorkers(1, "s.x", "x y"))
+	}
+	waitListing(t, gw, "status", hasWorkers(2, "local.b"))
+	waitListing(t, ref, "status", hasWorkers(3, "s.a"))
+	waitListing(t, ref, "status", hasWorkers(1, "s.x", "x y", "local.z"))
+	got, want := workerLines(gearadminLines(t, gw, "--workers")), workerLines(gearadminLines(t, ref, "--workers"))
+	if !slices.Equal(got, want) {
+		t.Errorf("gearadmin --workers through the gateway:\n%q\none gearmand with the same connections:\n%q", got, want)
+	}
+	// And the status counts the direct worker and the gateway's once each.
+	if got, want := gearadminLines(t, gw, "--status"), gearadminLines(t, ref, "--status"); !slices.Equal(got, want) {
+		t.Errorf("gearadmin --status through the gateway:\n%q\none gearmand:\n%q", got, want)
+	}
+}

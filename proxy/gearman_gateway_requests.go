@@ -276,8 +276,8 @@ func (s *gwSession) canDo(p *codec.Packet) error {
 			open[i] = s.findLocked(b)
 		}
 	}
-	s.mu.Unlock()
 	s.gw.workers.join(s) // the merged admin listings count it once
+	s.mu.Unlock()
 	for i, b := range a.backends {
 		if open[i] == nil {
 			// Opening the session replays every ability, this one
