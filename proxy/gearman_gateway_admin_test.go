@@ -336,3 +336,31 @@ func TestGearmanGatewayAdminWorkersListedOnce(t *testing.T) {
 		t.Errorf("gearadmin --status through the gateway:\n%q\none gearmand:\n%q", got, want)
 	}
 }
+
+// TestGearmanGatewayAdminWorkerLeaves checks that a worker that
+// disconnects leaves the gateway's set of its own sessions and the merged
+// counts.
+func TestGearmanGatewayAdminWorkerLeaves(t *testing.T) {
+	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
+	gw, srv := startAdminGateway(t, up)
+	w := dialGW(t, gw)
+	w.send(codec.CanDo, "s.a")
+	w.send(codec.CanDo, "mix.b")
+	w.quiet()
+	for _, u := range up {
+		waitListing(t, u, "status", hasWorkers(1, "s.a", "mix.b"))
+	}
+	if got := gearadminLines(t, gw, "--status"); !slices.Equal(got, []string{"mix.b\t0\t0\t1", "s.a\t0\t0\t1"}) {
+		t.Fatalf("status with one worker: %q", got)
+	}
+	w.nc.Close()
+	for _, u := range up {
+		waitListing(t, u, "status", hasWorkers(0, "s.a", "mix.b"))
+	}
+	waitListing(t, gw, "status", hasLines("mix.b\t0\t0\t0", "s.a\t0\t0\t0"))
+	for deadline := time.Now().Add(5 * time.Second); len(srv.gw.workers.snapshot()) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions left in the gateway's set", len(srv.gw.workers.snapshot()))
+		}
+	}
+}
