@@ -66,6 +66,11 @@ func (s *gwSession) mergeWorkers(dst []byte, rt *gwRouting, parts [][]string, an
 	return dst
 }
 
+// listedClientIDLen is how much of a client id gearmand keeps, and lists
+// in "workers" (as the local engine does; see the transcript "SET_CLIENT_ID
+// keeps the first 127 bytes of the id").
+const listedClientIDLen = 127
+
 // upstreamOnlyFunctions returns the functions s registered whose pools do
 // not hold the local engine, sorted.
 func (s *gwSession) upstreamOnlyFunctions() []string {
@@ -94,8 +99,8 @@ func (s *gwSession) registeredOn(b *routing.Backend) (id string, fns []string, o
 		return "", nil, false
 	}
 	id = "-"
-	if len(s.clientID) > 0 {
-		id = string(s.clientID)
+	if s.clientID != nil { // an empty id is listed empty
+		id = string(s.clientID[:min(len(s.clientID), listedClientIDLen)])
 	}
 	for fn, a := range s.abilities {
 		if slices.Contains(a.backends, b) {
