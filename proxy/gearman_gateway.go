@@ -102,7 +102,7 @@ type gearmanGateway struct {
 	// (stopDials), so that no dial outlives the server.
 	dials     context.Context
 	stopDials context.CancelFunc
-	workers   gwWorkers // sessions that registered functions (gearman_gateway_admin_dedup.go)
+	own       gwOwnSessions // sessions the merged admin listings know (gearman_gateway_admin_dedup.go)
 }
 
 // gwRouting is the routing of one configuration; immutable.

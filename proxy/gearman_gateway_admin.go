@@ -87,7 +87,7 @@ func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, loca
 	if cmd == "workers" {
 		out = s.mergeWorkers(out, rt, parts, answered)
 	} else {
-		out = sumListing(out, parts, listingColumns(cmd), s.gw.workers.extraRegistrations(rt.answeredSet(answered)))
+		out = sumListing(out, parts, listingColumns(cmd), s.gw.own.extraRegistrations(rt.answeredSet(answered)))
 	}
 	out = append(out, ".\n"...)
 	s.mu.Lock()

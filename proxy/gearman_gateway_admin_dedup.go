@@ -6,7 +6,7 @@ import (
 	"github.com/jobgate/jobgate/routing"
 )
 
-// gwWorkers is the set of a gateway's sessions that have registered a
+// gwOwnSessions is the set of a gateway's sessions that have registered a
 // function (CAN_DO or CAN_DO_TIMEOUT) or opened an upstream session, for
 // the merged admin listings. A worker whose function's pool has several
 // backends is registered on each of them (consumers fan in), so every
@@ -16,38 +16,38 @@ import (
 // A session joins at its first CAN_DO or upstream session and leaves when
 // it closes. Lock order: gwSession.mu, then mu; snapshot's callers take
 // the sessions' locks after it returns.
-type gwWorkers struct {
+type gwOwnSessions struct {
 	mu  sync.Mutex
 	set map[*gwSession]struct{} // guarded by mu
 }
 
 // join adds s; the caller holds s.mu, so that a session that closed
 // (Close sets closed, then leaves) is not added back.
-func (w *gwWorkers) join(s *gwSession) {
+func (o *gwOwnSessions) join(s *gwSession) {
 	if s.closed {
 		return
 	}
-	w.mu.Lock()
-	if w.set == nil {
-		w.set = map[*gwSession]struct{}{}
+	o.mu.Lock()
+	if o.set == nil {
+		o.set = map[*gwSession]struct{}{}
 	}
-	w.set[s] = struct{}{}
-	w.mu.Unlock()
+	o.set[s] = struct{}{}
+	o.mu.Unlock()
 }
 
 // leave removes s; called when s closes, with no lock held.
-func (w *gwWorkers) leave(s *gwSession) {
-	w.mu.Lock()
-	delete(w.set, s)
-	w.mu.Unlock()
+func (o *gwOwnSessions) leave(s *gwSession) {
+	o.mu.Lock()
+	delete(o.set, s)
+	o.mu.Unlock()
 }
 
 // snapshot returns the sessions in the set.
-func (w *gwWorkers) snapshot() []*gwSession {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]*gwSession, 0, len(w.set))
-	for s := range w.set {
+func (o *gwOwnSessions) snapshot() []*gwSession {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*gwSession, 0, len(o.set))
+	for s := range o.set {
 		out = append(out, s)
 	}
 	return out
@@ -60,9 +60,9 @@ func (w *gwWorkers) snapshot() []*gwSession {
 // function's pool has the backend and the session is open there (the
 // local engine's always is): a backend the session could not reach does
 // not list it.
-func (w *gwWorkers) extraRegistrations(in map[*routing.Backend]bool) map[string]uint64 {
+func (o *gwOwnSessions) extraRegistrations(in map[*routing.Backend]bool) map[string]uint64 {
 	var extra map[string]uint64
-	for _, s := range w.snapshot() {
+	for _, s := range o.snapshot() {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()

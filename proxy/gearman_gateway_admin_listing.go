@@ -42,7 +42,7 @@ func splitCounts(l string, counts []uint64) (name string, ok bool) {
 // column by column, and names keep the order they first appear in. extra
 // is subtracted from the summed worker column (the last) of its function:
 // registrations of one gateway worker on several backends
-// (gwWorkers.extraRegistrations). The result is never below any single
+// (gwOwnSessions.extraRegistrations). The result is never below any single
 // backend's count, which a backend that lagged behind the gateway's view
 // could otherwise cause. A line that does not parse is kept as it is, in
 // its place, and merges with nothing.

@@ -25,7 +25,7 @@ import (
 // session registered there; one not yet or no longer there leaves the
 // listing as the upstream gave it.
 func (s *gwSession) mergeWorkers(dst []byte, rt *gwRouting, parts [][]string, answered []bool) []byte {
-	sessions := s.gw.workers.snapshot()
+	sessions := s.gw.own.snapshot()
 	byFD := make(map[int]*gwSession, len(sessions))
 	dupFD := map[int]bool{}
 	for _, o := range sessions {

@@ -195,7 +195,7 @@ func (s *gwSession) Close() {
 		bs.dead = true
 	}
 	s.mu.Unlock()
-	s.gw.workers.leave(s)
+	s.gw.own.leave(s)
 	if s.gw.trace != nil {
 		s.gw.trace.closed(s)
 	}
@@ -271,7 +271,7 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 		return nil, routing.ErrClosed
 	}
 	s.backends = append(s.backends, bs)
-	s.gw.workers.join(s) // the merged "workers" listing knows it
+	s.gw.own.join(s) // the merged "workers" listing knows it
 	var replay []*codec.Packet
 	if s.clientID != nil {
 		replay = append(replay, &codec.Packet{Magic: codec.Req, Type: codec.SetClientID, Args: [][]byte{s.clientID}})
