@@ -366,3 +366,29 @@ func TestGearmanGatewayAdminWorkerLeaves(t *testing.T) {
 		}
 	}
 }
+
+func TestTakeOwnWorkerLines(t *testing.T) {
+	own := map[string][][]string{
+		"-":     {nil, {"a", "b"}},
+		"my id": {{"x y", "z"}},
+		"":      {{"f"}},
+	}
+	for _, c := range []struct {
+		line string
+		own  bool
+	}{
+		{"15 127.0.0.1 - : b a", true},
+		{"16 127.0.0.1 - : b a", false}, // taken already
+		{"17 10.0.0.1 - : a", false},    // not the same functions
+		{"18 127.0.0.1 - :", true},
+		{"19 127.0.0.1 - :", false},
+		{"20 127.0.0.1 my id : z x y", true},
+		{"21 127.0.0.1  : f", true},
+		{"garbage", false},
+		{"22 127.0.0.1", false},
+	} {
+		if got := takeOwn(own, c.line); got != c.own {
+			t.Errorf("takeOwn(%q) = %v, want %v", c.line, got, c.own)
+		}
+	}
+}
