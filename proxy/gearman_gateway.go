@@ -37,8 +37,10 @@ import (
 //   - ECHO_REQ, OPTION_REQ and malformed requests are answered by the
 //     gateway; the exceptions option is also set on every backend session.
 //   - Admin "status", "prioritystatus" and "workers" merge the routed
-//     backends' answers (counts summed per function, worker lines
-//     concatenated); every other admin command is the local engine's.
+//     backends' answers (counts summed per function, a gateway worker
+//     registered on several backends counted and listed once:
+//     gearman_gateway_admin*.go); every other admin command is the local
+//     engine's.
 //   - Replies keep request order per connection (DESIGN decision 4).
 //   - A backend session that fails answers each request waiting on it with
 //     ERROR QUEUE_ERROR "jobgate: backend <name> failed: ..." (a pending
@@ -100,6 +102,7 @@ type gearmanGateway struct {
 	// (stopDials), so that no dial outlives the server.
 	dials     context.Context
 	stopDials context.CancelFunc
+	own       gwOwnSessions // sessions the merged admin listings know (gearman_gateway_admin_dedup.go)
 }
 
 // gwRouting is the routing of one configuration; immutable.

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -32,7 +31,9 @@ func (s *gwSession) HandleText(line []byte) error {
 	s.push(r)
 	var local []byte
 	rt := s.gw.rt()
-	if !merged || rt.local {
+	// "workers" always has the local part: it lists the gateway's own
+	// client connections (mergeWorkers).
+	if !merged || rt.local || cmd == "workers" {
 		s.local.sendMu.Lock()
 		out, err := s.local.local.Text(line)
 		s.local.sendMu.Unlock()
@@ -59,6 +60,7 @@ func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, loca
 	parts[0] = listingLines(string(local))
 	ctx, cancel := context.WithTimeout(context.Background(), rt.cfg.AdminTimeout)
 	defer cancel()
+	answered := make([]bool, len(rt.routed))
 	var wg sync.WaitGroup
 	for i, b := range rt.routed {
 		a, ok := b.Gearman.(gearmanAdmin)
@@ -77,19 +79,15 @@ func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, loca
 			if len(lines) == 1 && strings.HasPrefix(lines[0], "ERR ") {
 				return
 			}
-			parts[i+1] = lines
+			parts[i+1], answered[i] = lines, true
 		}()
 	}
 	wg.Wait()
 	var out []byte
 	if cmd == "workers" {
-		for _, p := range parts {
-			for _, l := range p {
-				out = append(append(out, l...), '\n')
-			}
-		}
+		out = s.mergeWorkers(out, rt, parts, answered)
 	} else {
-		out = sumListing(out, parts)
+		out = sumListing(out, parts, listingColumns(cmd), s.gw.own.extraRegistrations(rt.answeredSet(answered)))
 	}
 	out = append(out, ".\n"...)
 	s.mu.Lock()
@@ -99,52 +97,20 @@ func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, loca
 	s.gw.srv.flushDirty()
 }
 
-// listingLines splits a listing into its lines, without the final ".".
+// listingLines splits a listing into its lines, without the final ".";
+// an error answer (one "ERR ..." line) has none. A function whose name
+// starts "ERR " keeps its line.
 func listingLines(text string) []string {
+	if strings.HasPrefix(text, "ERR ") && strings.Count(text, "\n") <= 1 {
+		return nil
+	}
 	var out []string
 	for _, l := range strings.Split(text, "\n") {
 		l = strings.TrimSuffix(l, "\r")
-		if l == "" || l == "." || strings.HasPrefix(l, "ERR ") {
+		if l == "" || l == "." {
 			continue
 		}
 		out = append(out, l)
 	}
 	return out
-}
-
-// sumListing merges "name\tn\tn..." lines: the counts of one name are
-// summed column by column; names keep the order they first appear in.
-func sumListing(dst []byte, parts [][]string) []byte {
-	type row struct {
-		name   string
-		counts []uint64
-	}
-	var rows []*row
-	byName := map[string]*row{}
-	for _, p := range parts {
-		for _, l := range p {
-			f := strings.Split(l, "\t")
-			rw := byName[f[0]]
-			if rw == nil {
-				rw = &row{name: f[0]}
-				byName[f[0]] = rw
-				rows = append(rows, rw)
-			}
-			for i, v := range f[1:] {
-				n, _ := strconv.ParseUint(v, 10, 64)
-				if i >= len(rw.counts) {
-					rw.counts = append(rw.counts, 0)
-				}
-				rw.counts[i] += n
-			}
-		}
-	}
-	for _, rw := range rows {
-		dst = append(dst, rw.name...)
-		for _, n := range rw.counts {
-			dst = strconv.AppendUint(append(dst, '\t'), n, 10)
-		}
-		dst = append(dst, '\n')
-	}
-	return dst
 }

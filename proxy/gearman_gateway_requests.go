@@ -276,6 +276,7 @@ func (s *gwSession) canDo(p *codec.Packet) error {
 			open[i] = s.findLocked(b)
 		}
 	}
+	s.gw.own.join(s) // the merged admin listings count it once
 	s.mu.Unlock()
 	for i, b := range a.backends {
 		if open[i] == nil {

@@ -38,6 +38,8 @@ type gwSession struct {
 	gw    *gearmanGateway
 	c     *gearmanConn
 	local *gwBackend // the local engine's session, open for the whole connection
+	// info is the client's fd and host, as "workers" lists them.
+	info gearman.SessionInfo
 
 	flushBuf []*gwBackend // owned by the read loop (flushBackends)
 	pin      *gwRouting   // owned by the request's handler: its routing (Handle)
@@ -169,7 +171,7 @@ func (gw *gearmanGateway) newSession(info gearman.SessionInfo, c *gearmanConn) *
 	lb := &gwBackend{b: gw.rt().localBackend()}
 	lb.local = &gwLocal{deliver: func(p *codec.Packet) { s.deliver(lb, p) }}
 	lb.local.sess = gw.srv.engine.NewSession(info, lb.local)
-	s.local = lb
+	s.local, s.info = lb, info
 	return s
 }
 
@@ -193,6 +195,7 @@ func (s *gwSession) Close() {
 		bs.dead = true
 	}
 	s.mu.Unlock()
+	s.gw.own.leave(s)
 	if s.gw.trace != nil {
 		s.gw.trace.closed(s)
 	}
@@ -268,6 +271,7 @@ func (s *gwSession) sessionDial(b *routing.Backend, dial bool) (*gwBackend, erro
 		return nil, routing.ErrClosed
 	}
 	s.backends = append(s.backends, bs)
+	s.gw.own.join(s) // the merged "workers" listing knows it
 	var replay []*codec.Packet
 	if s.clientID != nil {
 		replay = append(replay, &codec.Packet{Magic: codec.Req, Type: codec.SetClientID, Args: [][]byte{s.clientID}})
