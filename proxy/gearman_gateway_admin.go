@@ -76,7 +76,7 @@ func (s *gwSession) mergeAdmin(rt *gwRouting, r *gwReply, cmd, line string, loca
 				s.gw.srv.log.Debug("gearman gateway: admin", "backend", b.Name, "err", err)
 				return
 			}
-			if len(lines) == 1 && strings.HasPrefix(lines[0], "ERR ") {
+			if len(lines) == 1 && strings.HasPrefix(lines[0], "ERR ") && !strings.Contains(lines[0], "\t") {
 				return
 			}
 			parts[i+1], answered[i] = lines, true

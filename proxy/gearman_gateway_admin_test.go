@@ -224,9 +224,7 @@ func TestGearmanGatewayAdminTabInName(t *testing.T) {
 	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
 	ref := testutil.StartGearmand(t)
 	gw, _ := startAdminGateway(t, up)
-	// Not "ERR s" on an upstream: upstream.Gearman.Admin takes a listing
-	// whose first line starts "ERR " for an error answer.
-	fns := []string{"s\tt", "s\t1\t2", "local.\tx", "mix.\ty\t", "ERR local"}
+	fns := []string{"s\tt", "s\t1\t2", "local.\tx", "mix.\ty\t", "ERR local", "ERR s"}
 	for _, addr := range []string{gw, ref} {
 		w := dialGW(t, addr)
 		c := dialGW(t, addr)
@@ -240,7 +238,7 @@ func TestGearmanGatewayAdminTabInName(t *testing.T) {
 		w.quiet()
 	}
 	for _, u := range up {
-		waitListing(t, u, "status", hasWorkers(1, "s\tt", "s\t1\t2", "mix.\ty\t"))
+		waitListing(t, u, "status", hasWorkers(1, "s\tt", "s\t1\t2", "mix.\ty\t", "ERR s"))
 	}
 	waitListing(t, ref, "status", hasWorkers(1, fns...))
 	for _, opt := range []string{"--status", "--priority-status"} {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -377,7 +378,9 @@ func (g *Gearman) Admin(ctx context.Context, line string) ([]string, error) {
 			return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "read", Err: fmt.Errorf("binary answer %v to an admin command", &f)}
 		}
 		text := string(f.Text)
-		if !listing || (len(out) == 0 && len(text) >= 4 && text[:4] == "ERR ") {
+		// An error answer is one "ERR code text" line; a listing's line
+		// for a function named "ERR ..." has its counts after a tab.
+		if !listing || (len(out) == 0 && strings.HasPrefix(text, "ERR ") && !strings.Contains(text, "\t")) {
 			return []string{text}, nil
 		}
 		if text == "." {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -323,4 +324,29 @@ func TestGarbageFromServer(t *testing.T) {
 			t.Fatal("closed callback not called")
 		}
 	})
+}
+
+// TestGearmanAdminErrLikeName checks that a listing with a function named
+// "ERR ..." is read whole, not as an error answer: an error answer's line
+// has no tab, a status line does. Both orders of registration put the
+// "ERR" line first in one of them, whatever order gearmand lists in.
+func TestGearmanAdminErrLikeName(t *testing.T) {
+	for _, fns := range [][]string{{"ERR x", "a"}, {"a", "ERR x"}} {
+		g := newGearman(t, testutil.StartGearmand(t), 5*time.Second)
+		worker, wp := openGearman(t, g)
+		for _, fn := range fns {
+			send(t, worker, gearman.CanDo, fn)
+		}
+		send(t, worker, gearman.EchoReq, "sync") // answered after CAN_DO took effect
+		flush(t, worker)
+		wp.expect(t, gearman.EchoRes)
+		lines, err := g.Admin(context.Background(), "status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(lines)
+		if want := []string{"ERR x\t0\t0\t1", "a\t0\t0\t1"}; !slices.Equal(lines, want) {
+			t.Fatalf("registered %q: status %q, want %q", fns, lines, want)
+		}
+	}
 }
