@@ -27,7 +27,8 @@ type GearmanConfig struct {
 // Gearman is an upstream gearmand: a routing.GearmanBackend whose sessions
 // are TCP connections to it. It is safe for concurrent use.
 type Gearman struct {
-	cfg GearmanConfig
+	cfg   GearmanConfig
+	admin chan struct{} // one slot: the admin or probe connection open (enterAdmin)
 }
 
 var _ routing.GearmanBackend = (*Gearman)(nil)
@@ -38,7 +39,7 @@ func NewGearman(cfg GearmanConfig) (*Gearman, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	return &Gearman{cfg: cfg}, nil
+	return &Gearman{cfg: cfg, admin: make(chan struct{}, 1)}, nil
 }
 
 // Addr returns the server's address.
@@ -307,6 +308,11 @@ func (s *gearmanSession) readLoop(r *gearman.Reader) {
 // Probe checks the server on a fresh connection with an ECHO round trip,
 // for routing.HealthConfig.Probe.
 func (g *Gearman) Probe(ctx context.Context) error {
+	leave, err := g.enterAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	nc, err := g.cfg.dial(ctx)
 	if err != nil {
 		return err
@@ -320,7 +326,7 @@ func (g *Gearman) Probe(ctx context.Context) error {
 		_ = nc.SetDeadline(g.cfg.ioDeadline(0))
 	}
 	payload := []byte("jobgate-health")
-	if _, err := nc.Write(gearman.AppendPacket(nil, gearman.Req, gearman.EchoReq, payload)); err != nil {
+	if _, err := nc.Write(gearman.AppendPacket(adminTag[:len(adminTag):len(adminTag)], gearman.Req, gearman.EchoReq, payload)); err != nil {
 		return &routing.TransportError{Backend: g.cfg.Addr, Op: "write", Err: err}
 	}
 	f, err := gearman.NewReader(nc, g.cfg.Limits).ReadFrame()
@@ -346,6 +352,11 @@ func (g *Gearman) Admin(ctx context.Context, line string) ([]string, error) {
 	if bytes.ContainsAny([]byte(line), "\r\n") {
 		return nil, errors.New("upstream: admin command contains a line break")
 	}
+	leave, err := g.enterAdmin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	nc, err := g.cfg.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -358,7 +369,7 @@ func (g *Gearman) Admin(ctx context.Context, line string) ([]string, error) {
 	} else if g.cfg.IOTimeout > 0 {
 		_ = nc.SetDeadline(g.cfg.ioDeadline(0))
 	}
-	if _, err := nc.Write([]byte(line + "\n")); err != nil {
+	if _, err := nc.Write(append(adminTag[:len(adminTag):len(adminTag)], line+"\n"...)); err != nil {
 		return nil, &routing.TransportError{Backend: g.cfg.Addr, Op: "write", Err: err}
 	}
 	var words [][]byte
