@@ -105,6 +105,8 @@ func newGearmanConn(s *GearmanServer, nc net.Conn, loop *gearmanLoop) *gearmanCo
 			c.raw = rc
 			_ = rc.Control(func(fd uintptr) { info.FD = int(fd) })
 		}
+	} else {
+		info.FD = tlsSocketFD(nc) // conn_fd.go
 	}
 	if c.loop == nil {
 		c.wake = make(chan struct{}, 1)
