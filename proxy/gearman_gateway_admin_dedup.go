@@ -13,9 +13,9 @@ import (
 // backend counts it, and each upstream lists the gateway's sessions on it
 // among its "workers": only the gateway knows that those are its own.
 //
-// A session joins at its first CAN_DO or upstream session and leaves when
-// it closes. Lock order: gwSession.mu, then mu; snapshot's callers take
-// the sessions' locks after it returns.
+// A session joins at its first CAN_DO or upstream session (once:
+// gwSession.joined) and leaves when it closes. Lock order: gwSession.mu,
+// then mu; snapshot's callers take the sessions' locks after it returns.
 type gwOwnSessions struct {
 	mu  sync.Mutex
 	set map[*gwSession]struct{} // guarded by mu
@@ -24,9 +24,10 @@ type gwOwnSessions struct {
 // join adds s; the caller holds s.mu, so that a session that closed
 // (Close sets closed, then leaves) is not added back.
 func (o *gwOwnSessions) join(s *gwSession) {
-	if s.closed {
+	if s.closed || s.joined {
 		return
 	}
+	s.joined = true
 	o.mu.Lock()
 	if o.set == nil {
 		o.set = map[*gwSession]struct{}{}
@@ -59,8 +60,9 @@ func (o *gwOwnSessions) snapshot() []*gwSession {
 // over those backends counts twice. A registration is counted where the
 // function's pool has the backend and the session is open there (the
 // local engine's always is): a backend the session could not reach does
-// not list it.
-func (o *gwOwnSessions) extraRegistrations(in map[*routing.Backend]bool) map[string]uint64 {
+// not list it. Backends match by id and address (sameBackend): abilities
+// registered before a reload hold the backends of the routing then.
+func (o *gwOwnSessions) extraRegistrations(in []*routing.Backend) map[string]uint64 {
 	var extra map[string]uint64
 	for _, s := range o.snapshot() {
 		s.mu.Lock()
@@ -71,7 +73,7 @@ func (o *gwOwnSessions) extraRegistrations(in map[*routing.Backend]bool) map[str
 		for fn, a := range s.abilities {
 			k := uint64(0)
 			for _, b := range a.backends {
-				if in[b] && (b.ID == routing.LocalID || s.findLocked(b) != nil) {
+				if containsBackend(in, b) && (b.ID == routing.LocalID || s.findLocked(b) != nil) {
 					k++
 				}
 			}
@@ -90,14 +92,14 @@ func (o *gwOwnSessions) extraRegistrations(in map[*routing.Backend]bool) map[str
 // answeredSet is the backends whose listings a merge holds: the local
 // engine when routed to, and each routed upstream whose answered entry
 // (by index in routed) is true.
-func (gw *gwRouting) answeredSet(answered []bool) map[*routing.Backend]bool {
-	in := make(map[*routing.Backend]bool, len(answered)+1)
+func (gw *gwRouting) answeredSet(answered []bool) []*routing.Backend {
+	in := make([]*routing.Backend, 0, len(answered)+1)
 	if gw.local {
-		in[gw.localBackend()] = true
+		in = append(in, gw.localBackend())
 	}
 	for i, ok := range answered {
 		if ok {
-			in[gw.routed[i]] = true
+			in = append(in, gw.routed[i])
 		}
 	}
 	return in

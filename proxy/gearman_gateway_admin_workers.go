@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jobgate/jobgate/routing"
+	"github.com/jobgate/jobgate/routing/upstream"
 )
 
 // mergeWorkers merges the "workers" listings of the local engine
@@ -17,13 +18,14 @@ import (
 // engine, which lists it with the client's own fd and address; its line
 // gets the functions the session registered on upstreams only. Each
 // upstream lists the gateway's own sessions on it (with the gateway's
-// address) and the connection the gateway asked on: those lines are
-// dropped, so that a worker fanning in from several backends is listed
-// once. The rest of an upstream's lines (connections straight to it) are
-// kept as they are. An upstream line is taken for a gateway session's
-// when it has the session's client id and exactly the functions the
-// session registered there; one not yet or no longer there leaves the
-// listing as the upstream gave it.
+// address): those lines are dropped, so that a worker fanning in from
+// several backends is listed once, and so are jobgate's own admin and
+// probe connections (client id upstream.GearmanAdminClientID, no
+// function). The rest of an upstream's lines (connections straight to
+// it) are kept as they are. An upstream line is taken for a gateway
+// session's when it has the session's client id and exactly the
+// functions the session registered there; one not yet or no longer there
+// leaves the listing as the upstream gave it.
 func (s *gwSession) mergeWorkers(dst []byte, rt *gwRouting, parts [][]string, answered []bool) []byte {
 	sessions := s.gw.own.snapshot()
 	byFD := make(map[int]*gwSession, len(sessions))
@@ -49,16 +51,15 @@ func (s *gwSession) mergeWorkers(dst []byte, rt *gwRouting, parts [][]string, an
 		if !answered[i] {
 			continue
 		}
-		// The gateway's sessions on b, by client id, and the connection
-		// mergeAdmin asked on, which registered nothing.
-		own := map[string][][]string{"-": {nil}}
+		// The gateway's sessions on b, by client id. The connections
+		// jobgate opens for admin commands and probes (this one, those
+		// of concurrent merges) carry their own id.
+		own := map[string][][]string{}
 		for _, o := range sessions {
-			if id, fns, ok := o.registeredOn(b); ok {
-				own[id] = append(own[id], fns)
-			}
+			o.registeredOn(b, own)
 		}
 		for _, l := range parts[i+1] {
-			if !takeOwn(own, l) {
+			if !isAdminLine(l) && !takeOwn(own, l) {
 				dst = append(append(dst, l...), '\n')
 			}
 		}
@@ -90,53 +91,80 @@ func (s *gwSession) upstreamOnlyFunctions() []string {
 	return out
 }
 
-// registeredOn returns the client id and the functions s has registered
-// on b, as b lists them; ok is false when s has no live session there.
-func (s *gwSession) registeredOn(b *routing.Backend) (id string, fns []string, ok bool) {
+// registeredOn adds to own, by client id as b lists it, the functions
+// of each live session s has on b (sameBackend: one opened before a
+// reload that changed b's settings is still on the same server): those
+// its abilities registered on that session's backend.
+func (s *gwSession) registeredOn(b *routing.Backend, own map[string][][]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.findLocked(b) == nil {
-		return "", nil, false
+	if s.closed {
+		return
 	}
-	id = "-"
+	id := "-"
 	if s.clientID != nil { // an empty id is listed empty
 		id = string(s.clientID[:min(len(s.clientID), listedClientIDLen)])
 	}
-	for fn, a := range s.abilities {
-		if slices.Contains(a.backends, b) {
-			fns = append(fns, fn)
+	for _, bs := range s.backends {
+		if bs.dead || !sameBackend(bs.b, b) {
+			continue
 		}
+		fns := []string{}
+		for fn, a := range s.abilities {
+			if slices.Contains(a.backends, bs.b) {
+				fns = append(fns, fn)
+			}
+		}
+		own[id] = append(own[id], fns)
 	}
-	return id, fns, true
+}
+
+// workerLineRest returns what follows "FD IP " in the "workers" line l:
+// "ID : FUNCTION...". FD and IP hold no space.
+func workerLineRest(l string) (string, bool) {
+	sp1 := strings.IndexByte(l, ' ')
+	if sp1 < 0 {
+		return "", false
+	}
+	sp2 := strings.IndexByte(l[sp1+1:], ' ')
+	if sp2 < 0 {
+		return "", false
+	}
+	return l[sp1+1+sp2+1:], true
+}
+
+// isAdminLine reports whether the upstream "workers" line l is one of
+// jobgate's own admin or probe connections: its id, no function.
+func isAdminLine(l string) bool {
+	rest, ok := workerLineRest(l)
+	return ok && rest == upstream.GearmanAdminClientID+" :"
 }
 
 // takeOwn reports whether the upstream "workers" line l ("FD IP ID :
 // FUNCTION...") is one of own (function sets by client id), removing the
-// one it matched.
+// one it matched. An id may hold " :" itself: each " :" of the line is
+// tried as the end of the id.
 func takeOwn(own map[string][][]string, l string) bool {
-	// FD and IP hold no space; the id runs to the first " :".
-	sp1 := strings.IndexByte(l, ' ')
-	if sp1 < 0 {
+	rest, ok := workerLineRest(l)
+	if !ok {
 		return false
 	}
-	sp2 := strings.IndexByte(l[sp1+1:], ' ')
-	if sp2 < 0 {
-		return false
-	}
-	rest := l[sp1+1+sp2+1:]
-	colon := strings.Index(rest, " :")
-	if colon < 0 {
-		return false
-	}
-	id, fns := rest[:colon], rest[colon+2:]
-	cands := own[id]
-	for j, want := range cands {
-		if sameFunctions(fns, want) {
-			own[id] = slices.Delete(cands, j, j+1)
-			return true
+	for from := 0; ; {
+		colon := strings.Index(rest[from:], " :")
+		if colon < 0 {
+			return false
 		}
+		colon += from
+		id, fns := rest[:colon], rest[colon+2:]
+		cands := own[id]
+		for j, want := range cands {
+			if sameFunctions(fns, want) {
+				own[id] = slices.Delete(cands, j, j+1)
+				return true
+			}
+		}
+		from = colon + 1
 	}
-	return false
 }
 
 // sameFunctions reports whether list, " FN" for each function in the

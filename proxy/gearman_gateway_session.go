@@ -32,7 +32,8 @@ import (
 // run by the goroutine that delivered, with no lock held.
 //
 // Lock order: an opening lock, then gwBackend.sendMu, then the engine's lock, then
-// gwLocal.mu, then mu, then the connection's locks (gearmanConn.mu, ...).
+// gwLocal.mu, then mu, then gwOwnSessions.mu (join) or the connection's
+// locks (gearmanConn.mu, ...).
 // mu is never held while calling into a backend.
 type gwSession struct {
 	gw    *gearmanGateway
@@ -53,6 +54,7 @@ type gwSession struct {
 	exceptions bool                  // guarded by mu: OPTION_REQ exceptions, replayed likewise
 	sleeping   bool                  // guarded by mu: PRE_SLEEP and no NOOP or GRAB since
 	closed     bool                  // guarded by mu
+	joined     bool                  // guarded by mu: in gw.own (gwOwnSessions.join)
 	actions    []func()              // guarded by mu: to run with no lock held
 	grabNext   int                   // guarded by mu: rotates the first backend a GRAB tries
 	scratch    [codec.MaxArgs][]byte // guarded by mu: args of rewritten packets
