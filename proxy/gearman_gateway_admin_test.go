@@ -22,6 +22,12 @@ import (
 // and g2.
 func startAdminGateway(t *testing.T, up []string) (string, *GearmanServer) {
 	t.Helper()
+	return startGearmanGateway(t, adminGatewayConfig(t, up), gearman.Config{HandlePrefix: "H:jobgate"})
+}
+
+// adminGatewayConfig is startAdminGateway's configuration.
+func adminGatewayConfig(t *testing.T, up []string) *config.Config {
+	t.Helper()
 	c := config.Default()
 	for i, a := range up {
 		b := config.DefaultBackend()
@@ -44,7 +50,7 @@ func startAdminGateway(t *testing.T, up []string) (string, *GearmanServer) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return startGearmanGateway(t, c, gearman.Config{HandlePrefix: "H:jobgate"})
+	return c
 }
 
 // adminListing sends an admin line on a new connection to addr and
