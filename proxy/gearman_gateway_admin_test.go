@@ -376,6 +376,8 @@ func TestTakeOwnWorkerLines(t *testing.T) {
 		"-":     {nil, {"a", "b"}},
 		"my id": {{"x y", "z"}},
 		"":      {{"f"}},
+		"a":     {{"b", ":", "z"}},
+		"a :b":  {{"f"}},
 	}
 	for _, c := range []struct {
 		line string
@@ -388,11 +390,23 @@ func TestTakeOwnWorkerLines(t *testing.T) {
 		{"19 127.0.0.1 - :", false},
 		{"20 127.0.0.1 my id : z x y", true},
 		{"21 127.0.0.1  : f", true},
+		{"23 127.0.0.1 a :b : z", false}, // "a :b" is not "a" with functions "b : z"
+		{"24 127.0.0.1 a :b : f", true},
 		{"garbage", false},
 		{"22 127.0.0.1", false},
 	} {
 		if got := takeOwn(own, c.line); got != c.own {
 			t.Errorf("takeOwn(%q) = %v, want %v", c.line, got, c.own)
+		}
+	}
+	for l, want := range map[string]bool{
+		"15 127.0.0.1 jobgate.admin :":   true,
+		"15 127.0.0.1 jobgate.admin : f": false, // a worker with that id
+		"15 127.0.0.1 - :":               false,
+		"jobgate.admin :":                false,
+	} {
+		if got := isAdminLine(l); got != want {
+			t.Errorf("isAdminLine(%q) = %v, want %v", l, got, want)
 		}
 	}
 }
