@@ -5,7 +5,6 @@ package proxy
 import (
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/proxy/connlimit"
-	"github.com/jobgate/jobgate/routing"
 )
 
 // The gateway loop's output to its clients, and backpressure: a client is
@@ -16,7 +15,7 @@ import (
 // a goroutine connection's would on its write.
 func (l *bgwLoop) backlogged(b *bgwLoopConn, high int) bool {
 	for _, be := range b.s.open {
-		if u, ok := be.conn.(routing.BeanstalkLoopConn); ok && u.Backlog() > high/2 {
+		if be.loop != nil && be.loop.Backlog() > high/2 {
 			return true
 		}
 	}
