@@ -222,16 +222,18 @@ func (s *bgwSession) reserveLoop(cmd *wire.Command) {
 // arrived, without waiting for the others.
 func (s *bgwSession) settleDone() error {
 	s.flushBackends()
+	// The filled head of fifo, under one lock: a slot once done stays
+	// done and is the loop's.
+	k := 0
+	s.mu.Lock()
+	for k < len(s.fifo) && s.fifo[k].done {
+		k++
+	}
+	s.mu.Unlock()
 	var err error
 	i := 0
-	for ; i < len(s.fifo); i++ {
+	for ; i < k; i++ {
 		sl := s.fifo[i]
-		s.mu.Lock()
-		done := sl.done
-		s.mu.Unlock()
-		if !done {
-			break
-		}
 		if sl.wait {
 			s.waiting.Store(false)
 		}

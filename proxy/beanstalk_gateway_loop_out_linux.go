@@ -68,6 +68,11 @@ func (l *bgwLoop) write(b *bgwLoopConn) {
 	}
 	b.wantOut = len(b.out) > 0
 	if len(b.out) < l.outHigh() {
+		if b.ir == len(b.in) && !b.eof && !b.quit && b.events == epoll.In|epoll.Err && !b.wantOut {
+			// The usual case, all written with input watched and
+			// nothing buffered: serve would find nothing to do.
+			return
+		}
 		l.serve(b) // commands left waiting for room, or an end of input
 		return
 	}
