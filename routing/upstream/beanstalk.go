@@ -114,7 +114,7 @@ type op struct {
 type reserve struct {
 	done     func(*beanstalk.Reply, error)
 	timed    bool      // reserve-with-timeout
-	deadline time.Time // when a timed reserve runs out, on the configured clock
+	deadline time.Time // when a timed reserve runs out, on the configured clock; zero when its first round takes it all
 	first    uint32    // the first round's timeout
 	// cancelled and finished are guarded by the session's mu. finished
 	// means done has been or is being called; cancelled that Cancel did
@@ -171,8 +171,10 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 		*r = reserve{done: done, first: s.b.round}
 		if cmd.Verb == beanstalk.ReserveWithTimeout {
 			r.timed = true
-			r.deadline = s.b.cfg.Clock.Now().Add(time.Duration(cmd.Timeout) * time.Second)
 			r.first = min(cmd.Timeout, s.b.round)
+			if cmd.Timeout > s.b.round {
+				r.deadline = s.b.cfg.Clock.Now().Add(time.Duration(cmd.Timeout) * time.Second)
+			} // else the first round is the whole wait: no clock read
 		}
 		err = s.writeRound(r, r.first, true)
 		s.wmu.Unlock()
@@ -528,7 +530,10 @@ func (s *beanstalkSession) nextRound(r *reserve) {
 	}
 	secs := s.b.round
 	if r.timed {
-		left := r.deadline.Sub(s.b.cfg.Clock.Now())
+		var left time.Duration
+		if !r.deadline.IsZero() {
+			left = r.deadline.Sub(s.b.cfg.Clock.Now())
+		}
 		if left < time.Second || r.first == 0 {
 			r.finished = true
 			s.pending = nil
