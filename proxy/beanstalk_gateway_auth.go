@@ -29,7 +29,10 @@ import (
 var errCloseConn = errors.New("beanstalk gateway: connection closed by auth")
 
 // SetReserveFilter sets the filter of the tubes reserve may take from.
-func (s *bgwSession) SetReserveFilter(allow func(tube []byte) bool) { s.allow = allow }
+func (s *bgwSession) SetReserveFilter(allow func(tube []byte) bool) {
+	s.allow = allow
+	s.watchChanged()
+}
 
 // Used returns the client's used tube.
 func (s *bgwSession) Used() []byte { return s.used }

@@ -51,6 +51,7 @@ func (s *bgwSession) execIn(cmd *wire.Command) error {
 		}
 		s.release(sl)
 	case wire.Watch:
+		s.watchChanged()
 		if !s.watches(cmd.Tube) {
 			s.watched = append(s.watched, append([]byte(nil), cmd.Tube...))
 		}
@@ -59,6 +60,7 @@ func (s *bgwSession) execIn(cmd *wire.Command) error {
 		s.tell(cmd.Tube, sl)
 		s.release(sl)
 	case wire.Ignore:
+		s.watchChanged()
 		sl := s.ignore(cmd)
 		sl.hold()
 		for _, be := range s.open {

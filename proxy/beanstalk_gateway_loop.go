@@ -165,23 +165,14 @@ func (s *bgwSession) producerOpen(tube []byte) bool {
 // (reserveTargets) when there is exactly one, else nil.
 func (s *bgwSession) reserveOne() *routing.Backend {
 	var one *routing.Backend
-	for _, t := range s.watched {
-		if !s.consumable(t) {
+	for _, b := range s.reserveBackends() {
+		if !b.Available() {
 			continue
 		}
-		p := s.rt.cfg.Rules.Match(t)
-		if p == nil {
-			continue
+		if one != nil {
+			return nil // each backend is listed once
 		}
-		for _, b := range p.Backends() {
-			if !serves(b) || !b.Available() {
-				continue
-			}
-			if one != nil && one != b {
-				return nil
-			}
-			one = b
-		}
+		one = b
 	}
 	return one
 }
@@ -207,7 +198,7 @@ func (s *bgwSession) reserveLoop(cmd *wire.Command) {
 		s.answer(cmd.Verb, internalError)
 		return
 	}
-	s.syncWatch(be, nil)
+	s.syncWatchCached(be)
 	sl := s.push(be, cmd.Verb)
 	sl.wait = true
 	s.waiting.Store(true)

@@ -45,6 +45,7 @@ type bgwSession struct {
 	free    []*bgwSlot
 	order   []*routing.Backend // producers: the used tube's pool in hash order
 	orderRT *bgwRouting        // the routing order was made in; nil: none
+	wc      bgwWatchCache      // beanstalk_gateway_routecache.go
 	// nextReserve rotates the backend a reserve asks first.
 	nextReserve int
 	yaml        wire.YAMLBuilder
@@ -76,6 +77,10 @@ type bgwBackend struct {
 	used    string                    // the tube the backend session uses
 	watched []string                  // the tubes it watches
 	dirty   bool                      // sent since the last flush
+	// syncGen and syncRT: the watch list generation and routing that
+	// watched was last synced for (syncWatchCached).
+	syncGen uint64
+	syncRT  *bgwRouting
 	// dead: the session ended. Set from backend goroutines and read per
 	// command, hence atomic rather than under bgwSession.mu.
 	dead atomic.Bool
@@ -108,6 +113,7 @@ type bgwSlot struct {
 
 func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
 	s := &bgwSession{gw: gw, rt: gw.rt(), c: c, used: []byte("default"), watched: [][]byte{[]byte("default")}}
+	s.wc.gen = 1
 	s.cond.L = &s.mu
 	s.discard = func(*wire.Reply, error) {}
 	return s
