@@ -29,7 +29,10 @@ import (
 var errCloseConn = errors.New("beanstalk gateway: connection closed by auth")
 
 // SetReserveFilter sets the filter of the tubes reserve may take from.
-func (s *bgwSession) SetReserveFilter(allow func(tube []byte) bool) { s.allow = allow }
+func (s *bgwSession) SetReserveFilter(allow func(tube []byte) bool) {
+	s.allow = allow
+	s.watchChanged()
+}
 
 // Used returns the client's used tube.
 func (s *bgwSession) Used() []byte { return s.used }
@@ -135,20 +138,25 @@ func (s *bgwSession) hold(id uint64, b *routing.Backend) {
 	if s.reserved == nil {
 		s.reserved = make(map[uint64]*routing.Backend)
 	}
-	if _, ok := s.reserved[id]; ok {
+	// One map operation, not a look-up first: an id held already names
+	// the same backend (ids encode it), so storing it again changes
+	// nothing and the length tells.
+	n := len(s.reserved)
+	s.reserved[id] = b
+	if len(s.reserved) == n {
 		return
 	}
-	s.reserved[id] = b
 	s.nReserved.Add(1)
 	s.gw.reserved.Add(1)
 }
 
 // unhold forgets job id.
 func (s *bgwSession) unhold(id uint64) {
-	if _, ok := s.reserved[id]; !ok {
-		return
-	}
+	n := len(s.reserved)
 	delete(s.reserved, id)
+	if len(s.reserved) == n {
+		return // not held
+	}
 	s.nReserved.Add(-1)
 	s.gw.reserved.Add(-1)
 }

@@ -40,6 +40,7 @@ func (s *bgwSession) execIn(cmd *wire.Command) error {
 	switch cmd.Verb {
 	case wire.Use:
 		s.used = append(s.used[:0], cmd.Tube...)
+		s.orderRT = nil
 		sl := s.answer(cmd.Verb, wire.Reply{Kind: wire.Using, Tube: s.used})
 		// The backend that takes the next put uses the tube before the
 		// client hears USING, as beanstalkd creates it at once; the
@@ -50,6 +51,7 @@ func (s *bgwSession) execIn(cmd *wire.Command) error {
 		}
 		s.release(sl)
 	case wire.Watch:
+		s.watchChanged()
 		if !s.watches(cmd.Tube) {
 			s.watched = append(s.watched, append([]byte(nil), cmd.Tube...))
 		}
@@ -58,6 +60,7 @@ func (s *bgwSession) execIn(cmd *wire.Command) error {
 		s.tell(cmd.Tube, sl)
 		s.release(sl)
 	case wire.Ignore:
+		s.watchChanged()
 		sl := s.ignore(cmd)
 		sl.hold()
 		for _, be := range s.open {
@@ -151,12 +154,18 @@ func (s *bgwSession) ignore(cmd *wire.Command) *bgwSlot {
 }
 
 // producers returns the backends of the used tube's pool in hash order,
-// the owner first (empty when no rule routes the tube).
+// the owner first (empty when no rule routes the tube). The order is kept
+// until the used tube or the routing changes (orderRT), so that a put
+// neither looks the rules up nor hashes the name.
 func (s *bgwSession) producers() []*routing.Backend {
+	if s.orderRT == s.rt {
+		return s.order
+	}
 	s.order = s.order[:0]
 	if p := s.rt.cfg.Rules.Match(s.used); p != nil {
 		s.order = p.Order(s.used, s.order)
 	}
+	s.orderRT = s.rt
 	return s.order
 }
 
@@ -213,11 +222,13 @@ func (s *bgwSession) byID(cmd *wire.Command) {
 		s.answer(cmd.Verb, internalError)
 		return
 	}
-	c := *cmd
-	c.ID = id
 	sl := s.push(be, cmd.Verb)
 	sl.id, sl.pri, sl.delay = cmd.ID, cmd.Pri, cmd.Delay
-	s.do(be, &c, sl)
+	// The backend's id in cmd itself, put back after: Do does not retain
+	// cmd, and a copy would escape to the heap through the interface.
+	cmd.ID = id
+	s.do(be, cmd, sl)
+	cmd.ID = sl.id
 }
 
 // fan sends cmd to each backend of bs that is available and opens (prep,

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -71,15 +72,11 @@ func (s *bgwSession) openLoop(be *bgwBackend) error {
 	}
 	ctx, cancel := s.gw.openTimeout()
 	defer cancel()
-	conn, err := b.OpenBeanstalkLoop(ctx, func(error) {
-		s.mu.Lock()
-		be.dead = true
-		s.mu.Unlock()
-	})
+	conn, err := b.OpenBeanstalkLoop(ctx, func(error) { be.dead.Store(true) })
 	if err != nil {
 		return err
 	}
-	be.conn = conn
+	be.conn, be.loop = conn, conn
 	s.lc.attach(conn)
 	return nil
 }
@@ -91,11 +88,7 @@ func (s *bgwSession) loopOpen(b *routing.Backend) bool {
 	}
 	for _, be := range s.open {
 		if be.b == b {
-			s.mu.Lock()
-			dead := be.dead
-			s.mu.Unlock()
-			_, lc := be.conn.(routing.BeanstalkLoopConn)
-			return lc && !dead
+			return be.loop != nil && !be.dead.Load()
 		}
 	}
 	return false
@@ -154,11 +147,13 @@ func (s *bgwSession) idOpen(id uint64) bool {
 // an open loop session, or there is none (INTERNAL_ERROR, no dial).
 func (s *bgwSession) producerOpen(tube []byte) bool {
 	var stack [8]*routing.Backend
-	p := s.rt.cfg.Rules.Match(tube)
-	if p == nil {
-		return true
+	var order []*routing.Backend
+	if bytes.Equal(tube, s.used) {
+		order = s.producers() // the put's case: cached per used tube
+	} else if p := s.rt.cfg.Rules.Match(tube); p != nil {
+		order = p.Order(tube, stack[:0])
 	}
-	for _, b := range p.Order(tube, stack[:0]) {
+	for _, b := range order {
 		if b.Available() {
 			return s.loopOpen(b)
 		}
@@ -170,23 +165,14 @@ func (s *bgwSession) producerOpen(tube []byte) bool {
 // (reserveTargets) when there is exactly one, else nil.
 func (s *bgwSession) reserveOne() *routing.Backend {
 	var one *routing.Backend
-	for _, t := range s.watched {
-		if !s.consumable(t) {
+	for _, b := range s.reserveBackends() {
+		if !b.Available() {
 			continue
 		}
-		p := s.rt.cfg.Rules.Match(t)
-		if p == nil {
-			continue
+		if one != nil {
+			return nil // each backend is listed once
 		}
-		for _, b := range p.Backends() {
-			if !serves(b) || !b.Available() {
-				continue
-			}
-			if one != nil && one != b {
-				return nil
-			}
-			one = b
-		}
+		one = b
 	}
 	return one
 }
@@ -212,7 +198,7 @@ func (s *bgwSession) reserveLoop(cmd *wire.Command) {
 		s.answer(cmd.Verb, internalError)
 		return
 	}
-	s.syncWatch(be, nil)
+	s.syncWatchCached(be)
 	sl := s.push(be, cmd.Verb)
 	sl.wait = true
 	s.waiting.Store(true)
@@ -227,16 +213,18 @@ func (s *bgwSession) reserveLoop(cmd *wire.Command) {
 // arrived, without waiting for the others.
 func (s *bgwSession) settleDone() error {
 	s.flushBackends()
+	// The filled head of fifo, under one lock: a slot once done stays
+	// done and is the loop's.
+	k := 0
+	s.mu.Lock()
+	for k < len(s.fifo) && s.fifo[k].done {
+		k++
+	}
+	s.mu.Unlock()
 	var err error
 	i := 0
-	for ; i < len(s.fifo); i++ {
+	for ; i < k; i++ {
 		sl := s.fifo[i]
-		s.mu.Lock()
-		done := sl.done
-		s.mu.Unlock()
-		if !done {
-			break
-		}
 		if sl.wait {
 			s.waiting.Store(false)
 		}

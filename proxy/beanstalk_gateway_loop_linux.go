@@ -42,14 +42,18 @@ type bgwLoop struct {
 	spare  []*bgwLoopConn // loop only; dirty's other buffer
 	evs    [256]syscall.EpollEvent
 
+	iter uint32 // loop only: iterations, for reading the clock every few
+
 	mu       sync.Mutex
 	adds     []*bgwLoopConn // guarded by mu; accepted, not yet registered
 	attaches []bgwUp        // guarded by mu; upstream sessions opened off the loop
 	resumes  []*bgwLoopConn // guarded by mu; connections given back by a goroutine
 	ready    []*bgwLoopConn // guarded by mu; signalled (cut off)
-	sleeping bool           // guarded by mu; the loop may be blocked in Wait
 	stopping bool           // guarded by mu
 	exited   bool           // guarded by mu
+	// queued is set (under mu) with each of the above, so that the loop
+	// looks at them, under mu, only when there is something.
+	queued atomic.Bool
 
 	// Commands run on the loop and handed to a goroutine, and the times
 	// a client stopped being read for backpressure, for tests.
@@ -156,6 +160,7 @@ func (s *BeanstalkServer) stopGatewayLoop() {
 	l.mu.Lock()
 	if !l.exited {
 		l.stopping = true
+		l.queued.Store(true)
 		l.wake.Signal()
 	}
 	l.mu.Unlock()
@@ -205,6 +210,7 @@ func (l *bgwLoop) add(b *bgwLoopConn) {
 		return
 	}
 	l.adds = append(l.adds, b)
+	l.queued.Store(true)
 	l.wake.Signal()
 	l.mu.Unlock()
 }
@@ -228,6 +234,7 @@ func (b *bgwLoopConn) attach(u routing.BeanstalkLoopConn) {
 		return
 	}
 	l.attaches = append(l.attaches, bgwUp{u, b})
+	l.queued.Store(true)
 	l.wake.Signal()
 	l.mu.Unlock()
 }
@@ -240,6 +247,7 @@ func (l *bgwLoop) signal(b *bgwLoopConn) {
 	l.mu.Lock()
 	if !l.exited {
 		l.ready = append(l.ready, b)
+		l.queued.Store(true)
 		l.wake.Signal()
 	}
 	l.mu.Unlock()
@@ -248,23 +256,18 @@ func (l *bgwLoop) signal(b *bgwLoopConn) {
 func (l *bgwLoop) run() {
 	defer l.srv.wg.Done()
 	for {
-		l.mu.Lock()
-		l.sleeping = len(l.ready) == 0 && len(l.adds) == 0 && len(l.attaches) == 0 &&
-			len(l.resumes) == 0 && !l.stopping
+		// Whatever is queued after this look signals the eventfd, which
+		// ends the wait.
 		timeout := -1
-		if !l.sleeping {
+		if l.queued.Load() {
 			timeout = 0
 		} else if l.ntimed > 0 {
 			timeout = int(upSweep / time.Millisecond)
 		}
-		l.mu.Unlock()
 		n, err := l.poll.Wait(l.evs[:], timeout)
 		if err != nil {
 			l.srv.log.Error("beanstalk gateway epoll", "err", err)
 		}
-		l.mu.Lock()
-		l.sleeping = false
-		l.mu.Unlock()
 		for i := 0; i < n; i++ {
 			ev := &l.evs[i]
 			switch {
@@ -278,7 +281,7 @@ func (l *bgwLoop) run() {
 				l.upEvent(wakeID-1-ev.Fd, ev.Events)
 			}
 		}
-		if l.housekeep() {
+		if l.housekeep(n == 0) {
 			return
 		}
 	}
@@ -434,13 +437,20 @@ func (l *bgwLoop) settle(b *bgwLoopConn) {
 
 // housekeep registers new connections and upstream sessions, resumes
 // connections, sweeps upstream timeouts, writes what the batch produced,
-// and on shutdown closes everything; true when the loop must end.
-func (l *bgwLoop) housekeep() bool {
-	l.mu.Lock()
-	adds, attaches, resumes, ready := l.adds, l.attaches, l.resumes, l.ready
-	l.adds, l.attaches, l.resumes, l.ready = nil, nil, nil, nil
-	stopping := l.stopping
-	l.mu.Unlock()
+// and on shutdown closes everything; true when the loop must end. idle:
+// the wait returned no event.
+func (l *bgwLoop) housekeep(idle bool) bool {
+	var adds, resumes, ready []*bgwLoopConn
+	var attaches []bgwUp
+	stopping := false
+	if l.queued.Load() {
+		l.mu.Lock()
+		l.queued.Store(false)
+		adds, attaches, resumes, ready = l.adds, l.attaches, l.resumes, l.ready
+		l.adds, l.attaches, l.resumes, l.ready = nil, nil, nil, nil
+		stopping = l.stopping
+		l.mu.Unlock()
+	}
 	for _, b := range adds {
 		l.register(b)
 	}
@@ -456,7 +466,10 @@ func (l *bgwLoop) housekeep() bool {
 			l.close(b)
 		}
 	}
-	if l.ntimed > 0 {
+	// The clock is read after an idle wait (at most upSweep long) and
+	// every eighth busy iteration, not on each: a sweep comes at most
+	// seven iterations late.
+	if l.iter++; l.ntimed > 0 && (idle || l.iter%8 == 0) {
 		if now := time.Now(); now.Sub(l.swept) >= upSweep {
 			l.swept = now
 			for _, up := range l.ups {

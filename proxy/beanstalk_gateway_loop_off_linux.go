@@ -79,6 +79,7 @@ func (l *bgwLoop) resume(b *bgwLoopConn, err error) {
 	}
 	b.err = err
 	l.resumes = append(l.resumes, b)
+	l.queued.Store(true)
 	l.wake.Signal()
 	l.mu.Unlock()
 }

@@ -5,7 +5,6 @@ package proxy
 import (
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/proxy/connlimit"
-	"github.com/jobgate/jobgate/routing"
 )
 
 // The gateway loop's output to its clients, and backpressure: a client is
@@ -16,7 +15,7 @@ import (
 // a goroutine connection's would on its write.
 func (l *bgwLoop) backlogged(b *bgwLoopConn, high int) bool {
 	for _, be := range b.s.open {
-		if u, ok := be.conn.(routing.BeanstalkLoopConn); ok && u.Backlog() > high/2 {
+		if be.loop != nil && be.loop.Backlog() > high/2 {
 			return true
 		}
 	}
@@ -69,6 +68,11 @@ func (l *bgwLoop) write(b *bgwLoopConn) {
 	}
 	b.wantOut = len(b.out) > 0
 	if len(b.out) < l.outHigh() {
+		if b.ir == len(b.in) && !b.eof && !b.quit && b.events == epoll.In|epoll.Err && !b.wantOut {
+			// The usual case, all written with input watched and
+			// nothing buffered: serve would find nothing to do.
+			return
+		}
 		l.serve(b) // commands left waiting for room, or an end of input
 		return
 	}

@@ -43,7 +43,9 @@ type bgwSession struct {
 	open    []*bgwBackend
 	fifo    []*bgwSlot
 	free    []*bgwSlot
-	order   []*routing.Backend // scratch for Pool.Order
+	order   []*routing.Backend // producers: the used tube's pool in hash order
+	orderRT *bgwRouting        // the routing order was made in; nil: none
+	wc      bgwWatchCache      // beanstalk_gateway_routecache.go
 	// nextReserve rotates the backend a reserve asks first.
 	nextReserve int
 	yaml        wire.YAMLBuilder
@@ -71,10 +73,17 @@ type bgwSession struct {
 type bgwBackend struct {
 	b       *routing.Backend
 	conn    routing.BeanstalkConn
-	used    string   // the tube the backend session uses
-	watched []string // the tubes it watches
-	dirty   bool     // sent since the last flush
-	dead    bool     // guarded by bgwSession.mu: the session ended
+	loop    routing.BeanstalkLoopConn // conn, when the event loop serves it
+	used    string                    // the tube the backend session uses
+	watched []string                  // the tubes it watches
+	dirty   bool                      // sent since the last flush
+	// syncGen and syncRT: the watch list generation and routing that
+	// watched was last synced for (syncWatchCached).
+	syncGen uint64
+	syncRT  *bgwRouting
+	// dead: the session ended. Set from backend goroutines and read per
+	// command, hence atomic rather than under bgwSession.mu.
+	dead atomic.Bool
 }
 
 // bgwSlot is one reply owed to the client (or to the gateway itself).
@@ -104,6 +113,7 @@ type bgwSlot struct {
 
 func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
 	s := &bgwSession{gw: gw, rt: gw.rt(), c: c, used: []byte("default"), watched: [][]byte{[]byte("default")}}
+	s.wc.gen = 1
 	s.cond.L = &s.mu
 	s.discard = func(*wire.Reply, error) {}
 	return s
@@ -164,7 +174,7 @@ func (s *bgwSession) fill(sl *bgwSlot, r *wire.Reply, err error) {
 		sl.reply.Body = sl.buf[len(r.Tube):]
 	}
 	if sl.be != nil && (routing.IsTransport(err) || errors.Is(err, routing.ErrClosed)) {
-		sl.be.dead = true
+		sl.be.dead.Store(true)
 	}
 	sl.done = true
 	if sl.race {
@@ -196,10 +206,7 @@ func (s *bgwSession) backend(b *routing.Backend) (*bgwBackend, error) {
 		if be.b != b {
 			continue
 		}
-		s.mu.Lock()
-		dead := be.dead
-		s.mu.Unlock()
-		if !dead {
+		if !be.dead.Load() {
 			return be, nil
 		}
 		be.conn.Close()
@@ -219,11 +226,7 @@ func (s *bgwSession) backend(b *routing.Backend) (*bgwBackend, error) {
 		be.conn, _ = bgwLocalBackend{s.gw.srv.eng}.Open(context.Background(), nil)
 	} else {
 		ctx, cancel := s.gw.openTimeout()
-		conn, err := b.OpenBeanstalk(ctx, func(error) {
-			s.mu.Lock()
-			be.dead = true
-			s.mu.Unlock()
-		})
+		conn, err := b.OpenBeanstalk(ctx, func(error) { be.dead.Store(true) })
 		cancel()
 		if err != nil {
 			return nil, err
@@ -453,6 +456,15 @@ func rewriteJobID(body []byte, id uint64) []byte {
 func (s *bgwSession) write(verb wire.Verb, r *wire.Reply) error {
 	if m := s.c.srv.metrics; m != nil {
 		m.Commands.Beanstalk(verb, beanstalkResult(r.Kind))
+	}
+	if lc := s.lc; lc != nil && !lc.off && s.wr.Buffered() == 0 {
+		// On the loop the Writer's output only lands in lc.out: append
+		// there at once rather than copy it twice. An invalid kind
+		// appends nothing and goes to the Writer for its error.
+		n := len(lc.out)
+		if lc.out = r.AppendTo(lc.out); len(lc.out) > n {
+			return nil
+		}
 	}
 	return s.wr.WriteReply(r)
 }

@@ -114,7 +114,7 @@ type op struct {
 type reserve struct {
 	done     func(*beanstalk.Reply, error)
 	timed    bool      // reserve-with-timeout
-	deadline time.Time // when a timed reserve runs out, on the configured clock
+	deadline time.Time // when a timed reserve runs out, on the configured clock; zero when its first round takes it all
 	first    uint32    // the first round's timeout
 	// cancelled and finished are guarded by the session's mu. finished
 	// means done has been or is being called; cancelled that Cancel did
@@ -138,9 +138,17 @@ type beanstalkSession struct {
 	cmd beanstalk.Command // scratch for internal commands; guarded by wmu
 
 	quiet atomic.Bool // Close was called: report nothing more
+	// ended is set with err, so that the per-reply and per-flush checks
+	// of a live session (failed) need not take mu.
+	ended atomic.Bool
 
-	mu       sync.Mutex
-	queue    []op      // commands written and not answered, oldest first; guarded by mu
+	mu    sync.Mutex
+	queue []op // commands written and not answered, oldest first; guarded by mu
+	// qbuf is queue's whole backing array: an emptied queue starts over
+	// at its front, so that a session with one command at a time does
+	// not allocate per command. Guarded by mu.
+	qbuf     []op
+	spare    *reserve  // a finished reserve to reuse; guarded by mu
 	pending  *reserve  // the client's unfinished reserve; guarded by mu
 	deadline time.Time // the read deadline in force; guarded by mu
 	// rearm: the queue's head changed since the last Expire, which moves
@@ -158,13 +166,16 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 		s.Close()
 		err = routing.ErrClosed
 	case beanstalk.Reserve, beanstalk.ReserveWithTimeout:
-		r := &reserve{done: done, first: s.b.round}
+		s.wmu.Lock()
+		r := s.newReserve()
+		*r = reserve{done: done, first: s.b.round}
 		if cmd.Verb == beanstalk.ReserveWithTimeout {
 			r.timed = true
-			r.deadline = s.b.cfg.Clock.Now().Add(time.Duration(cmd.Timeout) * time.Second)
 			r.first = min(cmd.Timeout, s.b.round)
+			if cmd.Timeout > s.b.round {
+				r.deadline = s.b.cfg.Clock.Now().Add(time.Duration(cmd.Timeout) * time.Second)
+			} // else the first round is the whole wait: no clock read
 		}
-		s.wmu.Lock()
 		err = s.writeRound(r, r.first, true)
 		s.wmu.Unlock()
 	default:
@@ -183,6 +194,18 @@ func (s *beanstalkSession) Do(cmd *beanstalk.Command, done func(*beanstalk.Reply
 	}
 }
 
+// newReserve returns the spare reserve, or a new one; s.wmu is held.
+func (s *beanstalkSession) newReserve() *reserve {
+	s.mu.Lock()
+	r := s.spare
+	s.spare = nil
+	s.mu.Unlock()
+	if r == nil {
+		r = new(reserve)
+	}
+	return r
+}
+
 // write queues o and writes cmd; s.wmu is held. If the session has ended it
 // returns why, and nothing is queued: the caller answers. Otherwise o is
 // queued first (with pending, when not nil, as the client's reserve), so
@@ -199,7 +222,13 @@ func (s *beanstalkSession) write(cmd *beanstalk.Command, o op, pending *reserve)
 	if pending != nil {
 		s.pending = pending
 	}
+	if len(s.queue) == 0 {
+		s.queue = s.qbuf[:0]
+	}
 	s.queue = append(s.queue, o)
+	if cap(s.queue) > cap(s.qbuf) {
+		s.qbuf = s.queue[:0] // grown: the new array is the one to reuse
+	}
 	if len(s.queue) == 1 {
 		s.armLocked()
 	}
@@ -207,7 +236,9 @@ func (s *beanstalkSession) write(cmd *beanstalk.Command, o op, pending *reserve)
 	if s.b.cfg.IOTimeout > 0 && s.nc != nil {
 		_ = s.nc.SetWriteDeadline(s.b.cfg.ioDeadline(0))
 	}
-	if err := s.w.WriteCommand(cmd); err != nil {
+	if s.lp != nil {
+		s.lp.queueCommand(cmd)
+	} else if err := s.w.WriteCommand(cmd); err != nil {
 		s.fail("write", err)
 	}
 	return nil
@@ -268,6 +299,7 @@ func (s *beanstalkSession) Close() {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = routing.ErrClosed
+		s.ended.Store(true)
 	}
 	s.mu.Unlock()
 	s.shut()
@@ -276,6 +308,9 @@ func (s *beanstalkSession) Close() {
 
 // failed returns why the session ended, or nil while it is alive.
 func (s *beanstalkSession) failed() error {
+	if !s.ended.Load() {
+		return nil // err is set (under mu) only with ended
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -288,6 +323,7 @@ func (s *beanstalkSession) fail(op string, cause error) error {
 	s.mu.Lock()
 	if s.err == nil {
 		s.err = &routing.TransportError{Backend: s.b.cfg.Addr, Op: op, Err: cause}
+		s.ended.Store(true)
 	}
 	err := s.err
 	s.mu.Unlock()
@@ -310,7 +346,7 @@ func (s *beanstalkSession) shut() {
 func (s *beanstalkSession) drain(err error) {
 	s.mu.Lock()
 	queue := s.queue
-	s.queue = nil
+	s.queue, s.qbuf = nil, nil
 	var dones []func(*beanstalk.Reply, error)
 	for _, o := range queue {
 		switch {
@@ -468,11 +504,16 @@ func (s *beanstalkSession) roundDone(r *reserve, reply *beanstalk.Reply, big *be
 	}
 	r.finished = true
 	s.pending = nil
+	// No op refers to r any more (its one round is answered): the next
+	// reserve may reuse it.
+	done := r.done
+	r.done = nil
+	s.spare = r
 	s.mu.Unlock()
 	if big != nil {
-		r.done(nil, big)
+		done(nil, big)
 	} else {
-		r.done(reply, nil)
+		done(reply, nil)
 	}
 }
 
@@ -489,7 +530,10 @@ func (s *beanstalkSession) nextRound(r *reserve) {
 	}
 	secs := s.b.round
 	if r.timed {
-		left := r.deadline.Sub(s.b.cfg.Clock.Now())
+		var left time.Duration
+		if !r.deadline.IsZero() {
+			left = r.deadline.Sub(s.b.cfg.Clock.Now())
+		}
 		if left < time.Second || r.first == 0 {
 			r.finished = true
 			s.pending = nil

@@ -5,6 +5,7 @@ package upstream
 import (
 	"context"
 	"io"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,9 @@ type beanstalkLoopIO struct {
 	reported bool // loop only: the end was handled
 
 	loopSocket // fd, out, wantOut, stalled, poll, id: see above
+	// backlog is len(out), stored by every writer of out (under wmu), so
+	// that Backlog, asked a few times per client batch, takes no lock.
+	backlog atomic.Int64
 }
 
 // loopReadMin is the least room a read of replies is offered.
@@ -73,12 +77,24 @@ const loopSinkHigh = 256 << 10
 func (k loopSink) Write(p []byte) (int, error) {
 	l := k.l
 	l.out = append(l.out, p...)
+	l.backlog.Store(int64(len(l.out)))
 	if len(l.out) >= loopSinkHigh && !l.wantOut {
 		if err := l.writeLocked(); err != nil {
 			return 0, err
 		}
 	}
 	return len(p), nil
+}
+
+// queueCommand appends cmd's wire form to the output straight, not
+// through the session's Writer, which would copy it once more into the
+// sink; wmu is held. A failed write fails the session.
+func (l *beanstalkLoopIO) queueCommand(cmd *beanstalk.Command) {
+	l.out = cmd.AppendTo(l.out)
+	l.backlog.Store(int64(len(l.out)))
+	if len(l.out) >= loopSinkHigh && !l.wantOut {
+		_ = l.writeLocked()
+	}
 }
 
 // flushLocked writes what the sink queued, unless it waits for room
@@ -96,7 +112,9 @@ func (l *beanstalkLoopIO) writeLocked() error {
 	if len(l.out) == 0 || l.fd < 0 {
 		return nil
 	}
-	if err := l.writeOut(); err != nil {
+	err := l.writeOut()
+	l.backlog.Store(int64(len(l.out)))
+	if err != nil {
 		return l.s.fail("write", err)
 	}
 	return nil
@@ -233,6 +251,7 @@ func (l *beanstalkLoopIO) release() {
 	s.wmu.Lock()
 	s.mu.Lock()
 	l.loopSocket.release()
+	l.backlog.Store(0)
 	s.mu.Unlock()
 	s.wmu.Unlock()
 }
@@ -272,11 +291,7 @@ func (l *beanstalkLoopIO) Expire(now time.Time) {
 func (l *beanstalkLoopIO) Timed() bool { return l.s.b.cfg.IOTimeout > 0 }
 
 // Backlog returns the bytes queued and not yet taken by the socket.
-func (l *beanstalkLoopIO) Backlog() int {
-	l.s.wmu.Lock()
-	defer l.s.wmu.Unlock()
-	return len(l.out)
-}
+func (l *beanstalkLoopIO) Backlog() int { return int(l.backlog.Load()) }
 
 // Detach releases the socket without reporting.
 func (l *beanstalkLoopIO) Detach() {

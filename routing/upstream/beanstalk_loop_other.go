@@ -5,6 +5,8 @@ package upstream
 import (
 	"context"
 
+	"github.com/jobgate/jobgate/codec/beanstalk"
+
 	"github.com/jobgate/jobgate/routing"
 )
 
@@ -21,6 +23,9 @@ func (l *beanstalkLoopIO) shutdown(*beanstalkSession) {}
 
 // flushLocked is never called: there are no event-loop sessions here.
 func (l *beanstalkLoopIO) flushLocked() error { return nil }
+
+// queueCommand is never called: there are no event-loop sessions here.
+func (l *beanstalkLoopIO) queueCommand(*beanstalk.Command) {}
 
 // beanstalkLoopIO is the event-loop side of a session; none here.
 type beanstalkLoopIO struct{}
