@@ -8,8 +8,12 @@ import "github.com/jobgate/jobgate/routing"
 // here every gateway connection is served by its own goroutine.
 type bgwLoop struct{}
 
-// bgwLoopConn is a gateway connection served by the event loop; none here.
-type bgwLoopConn struct{ off, eof bool }
+// bgwLoopConn is a gateway connection served by the event loop; none here
+// (the fields the shared code reads, never set).
+type bgwLoopConn struct {
+	off, eof bool
+	out      []byte
+}
 
 func (b *bgwLoopConn) attach(routing.BeanstalkLoopConn) {}
 
