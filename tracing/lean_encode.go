@@ -214,7 +214,8 @@ func appendSpanField(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 }
 
 // appendSpan appends the Span message body of s. s is ended, so nothing
-// writes to it any more. hc, when not nil, caches the first attributes.
+// writes to it any more. hc, when not nil, caches the name and the first
+// attributes.
 func appendSpan(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 	tid, sid := s.sc.TraceID(), s.sc.SpanID()
 	b = append(b, tagTraceID, byte(len(tid)))
@@ -228,7 +229,14 @@ func appendSpan(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 		b = append(b, tagParentID, byte(len(psid)))
 		b = append(b, psid[:]...)
 	}
-	b = appendName(b, s.name, s.nameDest)
+	var head []byte
+	if hc != nil {
+		var name []byte
+		name, head = hc.lookup(s)
+		b = append(b, name...)
+	} else {
+		b = appendName(b, s.name, s.nameDest)
+	}
 	b = append(b, tagKind)
 	b = appendVarint(b, uint64(s.kind))
 	b = append(b, tagStart)
@@ -237,7 +245,7 @@ func appendSpan(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.end))
 
 	if hc != nil {
-		b = hc.appendHead(b, s)
+		b = append(b, head...)
 	} else {
 		b = appendStrKV(b, headSystem, s.system)
 		b = appendStrKV(b, headOpType, s.opType)
