@@ -253,7 +253,11 @@ func appendSpan(b []byte, s *leanSpan, hc *leanHeadCache) []byte {
 		b = appendStrKV(b, headDest, s.dest)
 	}
 	if s.msgIDNum != 0 && s.msgID == "" {
-		b = appendNumKV(b, headMsgID, s.msgIDPrefix, s.msgIDNum)
+		if hc != nil {
+			b = hc.appendMsgID(b, s.msgIDPrefix, s.msgIDNum)
+		} else {
+			b = appendNumKV(b, headMsgID, s.msgIDPrefix, s.msgIDNum)
+		}
 	} else {
 		b = appendStrKV(b, headMsgID, s.msgID)
 	}

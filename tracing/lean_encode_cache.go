@@ -1,5 +1,7 @@
 package tracing
 
+import "strconv"
+
 // leanHeadCache keeps, for the last few distinct combinations, the span
 // name field and the first four attributes of a span (system, operation
 // type, operation name, destination) as encoded. A job's spans repeat them
@@ -13,7 +15,22 @@ package tracing
 type leanHeadCache struct {
 	next int
 	ent  [leanHeadEntries]leanHeadEntry
+	id   leanIDHead
 }
+
+// leanIDHead is the message id attribute up to its number, for the last
+// handle prefix (a server's handles share one): its template, the value's
+// length byte and the prefix. Like the entries, it is matched against the
+// prefix as written, so a prefix with invalid UTF-8 never matches.
+type leanIDHead struct {
+	enc  []byte
+	from int // where the prefix begins in enc
+}
+
+// maxLeanIDPrefix bounds the prefixes appendMsgID caches, so that the
+// attribute's lengths all take one byte (the value has at most 20 digits
+// more).
+const maxLeanIDPrefix = 80
 
 // leanHeadEntries is how many combinations the cache keeps: a job's
 // three operations and one more.
@@ -92,4 +109,31 @@ func (e *leanHeadEntry) matches(f *[4]string, name, dest string) bool {
 	}
 	return len(w) == len(name)+1+len(dest) && string(w[:len(name)]) == name &&
 		w[len(name)] == ' ' && string(w[len(name)+1:]) == dest
+}
+
+// appendMsgID appends the message id attribute whose value is prefix
+// followed by n in decimal, as appendNumKV does: the template and the
+// prefix are copied in one piece and the lengths filled in once the
+// digits are written.
+func (c *leanHeadCache) appendMsgID(b []byte, prefix string, n uint64) []byte {
+	h := &c.id
+	if len(h.enc) == 0 || string(h.enc[h.from:]) != prefix {
+		v := validString(prefix)
+		if len(v) > maxLeanIDPrefix {
+			return appendNumKV(b, headMsgID, prefix, n)
+		}
+		enc := append(h.enc[:0], headMsgID...)
+		enc = append(enc, 0) // the value's length
+		h.from = len(enc)
+		h.enc = append(enc, v...)
+	}
+	at := len(b)
+	b = append(b, h.enc...)
+	b = strconv.AppendUint(b, n, 10)
+	vl := len(b) - at - h.from // the value: prefix and digits
+	av := 2 + vl               // the AnyValue: its tag, the length and the value
+	b[at+1] = byte(len(headMsgID) - 3 + av)
+	b[at+len(headMsgID)-2] = byte(av)
+	b[at+h.from-1] = byte(vl)
+	return b
 }

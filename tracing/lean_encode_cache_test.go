@@ -49,3 +49,20 @@ func TestLeanHeadCache(t *testing.T) {
 		}
 	}
 }
+
+// TestLeanMsgIDHead: numeric message ids under prefixes that repeat,
+// alternate, need their invalid UTF-8 replaced or are too long to cache,
+// with numbers of one to twenty digits, are encoded as the SDK's exporter
+// would.
+func TestLeanMsgIDHead(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	prefixes := []string{"H:x:", "H:x:", "H:y:", "bad\xff:", strings.Repeat("p", 81), strings.Repeat("q", 80), "", "H:x:"}
+	nums := []uint64{1, 9, 10, 12345, 1 << 40, ^uint64(0)}
+	var spans []*leanSpan
+	for i := range 48 {
+		s := testSpan(r, "process", "f", "", "", "v", int64(i), false, 0)
+		s.msgID, s.msgIDPrefix, s.msgIDNum = "", prefixes[i%len(prefixes)], nums[i%len(nums)]
+		spans = append(spans, s)
+	}
+	checkEncoding(t, spans)
+}
