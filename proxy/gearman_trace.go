@@ -47,7 +47,13 @@ type gearmanTrace struct {
 var (
 	_ gearman.TraceHook  = (*gearmanTrace)(nil)
 	_ gearman.AssignHook = (*gearmanTrace)(nil)
+	_ gearman.TraceClock = (*gearmanTrace)(nil)
+	_ gearman.TraceClock = gearmanReturns{}
 )
+
+// TraceNow is the spans' clock (Tracer.Now), for the ready times the
+// engine keeps: a job's queue wait is then read on the clock of its spans.
+func (gt *gearmanTrace) TraceNow() int64 { return gt.tr.Now().UnixNano() }
 
 // gearmanReturns is the engine hook when the payload envelope is off: it
 // is not an AssignHook, so the engine does not call out at assignment.
@@ -55,6 +61,9 @@ type gearmanReturns struct{ gt *gearmanTrace }
 
 // JobReturned is gearmanTrace.JobReturned.
 func (r gearmanReturns) JobReturned(id uint64, why gearman.ReturnReason) { r.gt.JobReturned(id, why) }
+
+// TraceNow is gearmanTrace.TraceNow.
+func (r gearmanReturns) TraceNow() int64 { return r.gt.TraceNow() }
 
 // JobAssigning starts the process span of traced job id as the engine
 // assigns it, and returns its workload inside a traceparent envelope. It

@@ -70,6 +70,16 @@ type JobTrace struct {
 	BodySize int
 }
 
+// TraceClock, when the TraceHook also implements it, is the clock of the
+// ready times the engine keeps for traced jobs (JobTrace.Ready): the
+// proxy's spans have a clock of their own, and a job's queue wait is the
+// difference of two readings, which must come from one clock. Without it
+// the engine's clock serves.
+type TraceClock interface {
+	// TraceNow returns the current time in Unix nanoseconds.
+	TraceNow() int64
+}
+
 // AssignHook, when the TraceHook also implements it, sees each traced
 // job's workload as it is assigned and may return another to send in its
 // JOB_ASSIGN* instead (the proxy's payload traceparent envelope). The
@@ -80,7 +90,8 @@ type AssignHook interface {
 }
 
 // SetTraceHook makes h (nil: none) receive traced jobs' returns, and
-// their assignments if it is an AssignHook.
+// their assignments if it is an AssignHook; if it is a TraceClock, traced
+// jobs' ready times are read from it.
 func (e *Engine) SetTraceHook(h TraceHook) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -193,12 +204,15 @@ func (e *Engine) traceAttach(j *job, c Creation) {
 	e.traces[j.id] = jobTrace{creation: c}
 }
 
-// traceReady notes that j entered its ready queue now, which is j.at when
-// an observer makes that a clock reading (SetObserver): one reading fewer.
+// traceReady notes that j entered its ready queue now, on the hook's
+// clock if it has one. Not j.at, which an observer makes a clock reading
+// (SetObserver): that sequence never goes back, so after the wall clock
+// stepped back it stayed ahead of the spans' times for as long as the
+// step, and every queue wait came out negative.
 func (e *Engine) traceReady(j *job) {
 	if tr, ok := e.traces[j.id]; ok {
-		if e.obs != nil && j.at >= e.timedFrom {
-			tr.ready = j.at
+		if c, ok := e.thook.(TraceClock); ok {
+			tr.ready = c.TraceNow()
 		} else {
 			tr.ready = e.now()
 		}

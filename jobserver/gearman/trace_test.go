@@ -165,8 +165,7 @@ func (w *waits) JobCompleted(string, time.Duration)   {}
 func (w *waits) JobFailed(string, time.Duration)      {}
 
 // TestTraceReadyWithObserver: with an observer, a traced job's ready time
-// is its enqueue's own clock reading, so it agrees with the wait the
-// observer sees.
+// agrees with the wait the observer sees.
 func TestTraceReadyWithObserver(t *testing.T) {
 	h := newHarness(t, Config{})
 	var w waits
