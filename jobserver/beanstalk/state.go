@@ -101,7 +101,7 @@ func (e *Engine) reserveLocked(s *Session, j *job, now int64) {
 	j.state = stateReserved
 	j.deadline = now + int64(j.ttr)*int64(time.Second)
 	j.reserves++
-	if j.traced || s.resTrace.id != 0 {
+	if j.traced {
 		s.noteReservedTraceLocked(j)
 	}
 	s.reserved.push(j)

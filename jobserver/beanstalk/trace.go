@@ -83,12 +83,13 @@ func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	}, true
 }
 
-// ReservedTrace returns the trace of job id when it is the job this
-// session's last reserve, reserve-with-timeout or reserve-job was answered
-// with and it is traced, as JobTrace would have at that moment, or false.
-// The reservation noted it under the engine lock, so this takes no lock:
-// call it from the goroutine that runs the session's commands, after the
-// RESERVED reply (from Exec or Result), before the next command.
+// ReservedTrace returns the trace of traced job id as the session's
+// reservation of it noted it (what JobTrace said at that moment), or false
+// when the session's latest reservation of a traced job was of another
+// job, or of none. The reservation noted it under the engine lock it
+// held anyway, so this takes no lock: call it from the goroutine that
+// runs the session's commands, after the RESERVED reply (from Exec or
+// Result) and before the next command.
 func (s *Session) ReservedTrace(id uint64) (JobTrace, bool) {
 	rt := &s.resTrace
 	if rt.id != id || id == 0 {
@@ -103,9 +104,11 @@ func (s *Session) ReservedTrace(id uint64) (JobTrace, bool) {
 	}, true
 }
 
-// reservedTrace is what ReservedTrace returns, noted at the reservation.
+// reservedTrace is what ReservedTrace returns, noted at the reservation
+// of a traced job. An untraced reservation leaves it: ids are never
+// reused, so it cannot be mistaken for the untraced job's.
 type reservedTrace struct {
-	id       uint64 // 0: the last reservation was of an untraced job
+	id       uint64 // 0: none yet
 	creation Creation
 	reserves uint32
 	ready    int64
@@ -113,14 +116,10 @@ type reservedTrace struct {
 	bodySize int
 }
 
-// noteReservedTraceLocked notes what s's reservation of j gives
-// ReservedTrace.
+// noteReservedTraceLocked notes what s's reservation of traced job j
+// gives ReservedTrace.
 func (s *Session) noteReservedTraceLocked(j *job) {
 	tr := s.e.jobs.traceOf(j)
-	if tr == nil {
-		s.resTrace.id = 0
-		return
-	}
 	s.resTrace = reservedTrace{id: j.id, creation: tr.creation, reserves: j.reserves,
 		ready: tr.ready, tube: j.tube.name, bodySize: len(j.body)}
 }
