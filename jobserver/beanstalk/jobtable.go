@@ -13,6 +13,8 @@ type jobTable struct {
 	// traceOverflow holds the traces of traced overflow jobs
 	// (tracetable.go); nil until the first.
 	traceOverflow map[uint64]*jobTrace
+	// spareTraces is a trace page no page holds, all zero, kept for reuse.
+	spareTraces *tracePage
 }
 
 const (

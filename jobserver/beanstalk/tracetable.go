@@ -37,7 +37,7 @@ func (t *jobTable) setTrace(j *job, c Creation) {
 		return
 	}
 	if p.traces == nil {
-		p.traces = new(tracePage)
+		p.traces = t.takeTracePage()
 	}
 	p.traces[j.id&pageMask] = jobTrace{creation: c}
 	p.traced++
@@ -61,7 +61,27 @@ func (t *jobTable) clearTrace(j *job) {
 	// A page still being filled keeps its slots for the traced jobs to
 	// come; an issued one gives them back with its last traced job.
 	if p.traced == 0 && n < t.maxID>>pageBits {
+		t.keepTracePage(p.traces)
 		p.traces = nil
+	}
+}
+
+// takeTracePage returns an all-zero trace page: the spare one if any.
+func (t *jobTable) takeTracePage() *tracePage {
+	if tp := t.spareTraces; tp != nil {
+		t.spareTraces = nil
+		return tp
+	}
+	return new(tracePage)
+}
+
+// keepTracePage keeps tp, all zero (every slot is cleared with its job),
+// for the next page that needs one: a fresh 40 KiB page is zeroed and, its
+// memory often just returned to the kernel, faulted in again (0.1 µs a job
+// in the profile).
+func (t *jobTable) keepTracePage(tp *tracePage) {
+	if t.spareTraces == nil {
+		t.spareTraces = tp
 	}
 }
 
@@ -69,6 +89,9 @@ func (t *jobTable) clearTrace(j *job) {
 // overflow map, with its jobs.
 func (t *jobTable) overflowTraces(p *jobPage) {
 	if p.traced == 0 {
+		if p.traces != nil {
+			t.keepTracePage(p.traces)
+		}
 		return
 	}
 	if t.traceOverflow == nil {
@@ -80,4 +103,6 @@ func (t *jobTable) overflowTraces(p *jobPage) {
 			t.traceOverflow[j.id] = &tr
 		}
 	}
+	*p.traces = tracePage{}
+	t.keepTracePage(p.traces)
 }

@@ -26,6 +26,14 @@ func tableTraces(t *testing.T, tab *jobTable) int {
 		t.Helper()
 		t.Fatalf(format, args...)
 	}
+	if tp := tab.spareTraces; tp != nil && *tp != (tracePage{}) {
+		fail("the spare trace page is not all zero")
+	}
+	for _, p := range tab.pages {
+		if p.traces != nil && p.traces == tab.spareTraces {
+			fail("a page holds the spare trace page")
+		}
+	}
 	n := len(tab.traceOverflow)
 	for id := range tab.traceOverflow {
 		if j := tab.overflow[id]; j == nil || !j.traced {
@@ -118,6 +126,9 @@ func TestTraceTable(t *testing.T) {
 		if p.traced != 0 || p.traces != nil && n < tab.maxID>>pageBits {
 			t.Fatalf("issued empty page %d keeps its trace slots (%d traced)", n, p.traced)
 		}
+	}
+	if tab.spareTraces == nil {
+		t.Fatal("no trace page kept for reuse")
 	}
 }
 
