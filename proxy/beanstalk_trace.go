@@ -160,6 +160,9 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wire.Reply) {
 	// The reservation noted the trace under the engine lock it held
 	// anyway: asking the engine again would take that lock once more.
+	if ct.sess == nil {
+		return // no reserve went through before: nothing to trace
+	}
 	jt, ok := ct.sess.ReservedTrace(r.ID)
 	if !ok {
 		return // put while tracing was off, or not sampled
