@@ -23,9 +23,8 @@ import (
 // Lock order: the engine's lock, then mu (the hook runs under the engine
 // lock). Nothing calls into the engine while holding mu.
 type beanstalkTrace struct {
-	tr  *tracing.Tracer
-	eng *engine.Engine
-	mu  sync.Mutex
+	tr *tracing.Tracer
+	mu sync.Mutex
 	// open is the process span of every reserved traced job.
 	open map[uint64]tracing.Process
 }
@@ -37,7 +36,7 @@ func (s *BeanstalkServer) wireTracing(tr *tracing.Tracer) {
 	if tr == nil {
 		return
 	}
-	s.trace = &beanstalkTrace{tr: tr, eng: s.eng, open: make(map[uint64]tracing.Process)}
+	s.trace = &beanstalkTrace{tr: tr, open: make(map[uint64]tracing.Process)}
 	s.eng.SetTraceHook(s.trace)
 }
 
@@ -48,6 +47,9 @@ type beanstalkConnTrace struct {
 	cmd   tracing.Command // the stats or peek command being answered
 	start time.Time       // when the current command was read
 	wrap  []byte          // the payload envelope buffer of the last RESERVED
+	// sess is the engine session of the reserve being answered, which
+	// notes its job's trace (Session.ReservedTrace).
+	sess *engine.Session
 }
 
 // before runs before sess executes cmd: a put starts its send span and
@@ -67,6 +69,7 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 	switch cmd.Verb {
 	case wire.Reserve, wire.ReserveWithTimeout, wire.ReserveJob:
 		ct.start = bt.tr.Now() // the receive span's start
+		ct.sess = sess
 		return
 	case wire.Put:
 		ct.start = bt.tr.Now()
@@ -155,7 +158,12 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 // reserved records a job handed to the connection: the receive span, and
 // the process span kept until the job's outcome.
 func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wire.Reply) {
-	jt, ok := bt.eng.JobTrace(r.ID)
+	// The reservation noted the trace under the engine lock it held
+	// anyway: asking the engine again would take that lock once more.
+	if ct.sess == nil {
+		return // no reserve went through before: nothing to trace
+	}
+	jt, ok := ct.sess.ReservedTrace(r.ID)
 	if !ok {
 		return // put while tracing was off, or not sampled
 	}

@@ -136,9 +136,8 @@ type Engine struct {
 
 	obs Observer // job events for metrics; nil: none (observe.go)
 
-	// Tracing (trace.go): traced jobs' creation contexts, nil until the
-	// first; the creation of the put being made; the hook.
-	traces      map[uint64]*jobTrace
+	// Tracing (trace.go; traced jobs' creation contexts are in the job
+	// table): the creation of the put being made; the hook.
 	putCreation Creation
 	thook       TraceHook
 }

@@ -46,6 +46,9 @@ type job struct {
 	reserves, timeouts, releases, buries, kicks uint32
 
 	state uint8
+	// traced says the job has a trace in the job table (tracetable.go);
+	// it fills padding, so the struct stays 96 bytes.
+	traced bool
 }
 
 // urgentThreshold is beanstalkd's: ready jobs below this priority count as

@@ -10,6 +10,11 @@ type jobTable struct {
 	pages    map[uint64]*jobPage // by id >> pageBits
 	overflow map[uint64]*job
 	maxID    uint64 // highest id ever added
+	// traceOverflow holds the traces of traced overflow jobs
+	// (tracetable.go); nil until the first.
+	traceOverflow map[uint64]*jobTrace
+	// spareTraces is a trace page no page holds, all zero, kept for reuse.
+	spareTraces *tracePage
 }
 
 const (
@@ -24,6 +29,10 @@ const (
 type jobPage struct {
 	jobs [pageSize]*job
 	live int
+	// traces holds the traces of the page's traced jobs, nil while it
+	// has none (tracetable.go); traced counts them.
+	traces *tracePage
+	traced int
 }
 
 func newJobTable() jobTable {
@@ -69,5 +78,6 @@ func (t *jobTable) remove(id uint64) {
 			t.overflow[j.id] = j
 		}
 	}
+	t.overflowTraces(p)
 	delete(t.pages, n)
 }

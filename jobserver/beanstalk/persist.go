@@ -142,7 +142,7 @@ var errBadRecord = errors.New("beanstalk: bad journal record")
 // job, already converted.
 func (e *Engine) appendHeader(dst []byte, j *job, state byte, at int64) []byte {
 	v := byte(recordVersion)
-	if e.traceOf(j.id) != nil {
+	if j.traced {
 		v = recordVersionTraced
 	}
 	dst = append(dst, v, state)
@@ -164,7 +164,7 @@ func (e *Engine) appendJobRecord(dst []byte, j *job) []byte {
 	dst = binary.AppendVarint(dst, e.wall(j.created))
 	dst = binary.AppendUvarint(dst, uint64(len(j.tube.name)))
 	dst = append(dst, j.tube.name...)
-	if tr := e.traceOf(j.id); tr != nil {
+	if tr := e.jobs.traceOf(j); tr != nil {
 		dst = append(dst, tr.creation[:]...)
 	}
 	return append(dst, j.body...)

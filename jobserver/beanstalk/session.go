@@ -54,7 +54,8 @@ type Session struct {
 
 	buf []byte // the YAML of the last stats or list reply
 
-	creation Creation // for the next put (trace.go)
+	creation Creation      // for the next put (trace.go)
+	resTrace reservedTrace // of the last reservation, if traced (trace.go)
 
 	// A command ExecAsync left waiting for the journal (async.go).
 	dur        durable

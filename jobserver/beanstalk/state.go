@@ -28,7 +28,7 @@ import (
 // waiting session if its tube has one and is not paused.
 func (e *Engine) enqueueLocked(j *job, delay int64, now int64) {
 	t := j.tube
-	if e.traces != nil {
+	if j.traced {
 		e.traceReadyLocked(j, now+delay)
 	}
 	if delay > 0 {
@@ -101,6 +101,9 @@ func (e *Engine) reserveLocked(s *Session, j *job, now int64) {
 	j.state = stateReserved
 	j.deadline = now + int64(j.ttr)*int64(time.Second)
 	j.reserves++
+	if j.traced {
+		s.noteReservedTraceLocked(j)
+	}
 	s.reserved.push(j)
 	s.noteReservedLocked(j)
 	j.tube.reserved++

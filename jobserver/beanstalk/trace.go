@@ -7,8 +7,8 @@ import "time"
 // with the job and in its journal record, and tells a TraceHook about the
 // moves that happen inside it (TTR expiry, a reserving session closed), so
 // the proxy can make the spans. Untraced jobs pay nothing: the context lives
-// in a side map holding only traced jobs, not in the 96-byte job struct,
-// and the map stays nil until the first traced put.
+// in trace slots of the job table's pages (tracetable.go), not in the
+// 96-byte job struct, and a page gets them only with its first traced job.
 
 // CreationLen is the size of a creation context.
 const CreationLen = 26
@@ -66,9 +66,12 @@ func (s *Session) SetCreation(c Creation) { s.creation = c }
 func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	tr := e.traces[id]
 	j := e.jobs.get(id)
-	if tr == nil || j == nil {
+	if j == nil {
+		return JobTrace{}, false
+	}
+	tr := e.jobs.traceOf(j)
+	if tr == nil {
 		return JobTrace{}, false
 	}
 	return JobTrace{
@@ -80,48 +83,74 @@ func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	}, true
 }
 
+// ReservedTrace returns the trace of traced job id as the session's
+// reservation of it noted it (what JobTrace said at that moment), or false
+// when the session's latest reservation of a traced job was of another
+// job, or of none. The reservation noted it under the engine lock it
+// held anyway, so this takes no lock: call it from the goroutine that
+// runs the session's commands, after the RESERVED reply (from Exec or
+// Result) and before the next command.
+func (s *Session) ReservedTrace(id uint64) (JobTrace, bool) {
+	rt := &s.resTrace
+	if rt.id != id || id == 0 {
+		return JobTrace{}, false
+	}
+	return JobTrace{
+		Creation: rt.creation,
+		Tube:     rt.tube,
+		Reserves: int(rt.reserves),
+		Ready:    s.e.start.Add(time.Duration(rt.ready)),
+		BodySize: rt.bodySize,
+	}, true
+}
+
+// reservedTrace is what ReservedTrace returns, noted at the reservation
+// of a traced job. An untraced reservation leaves it: ids are never
+// reused, so it cannot be mistaken for the untraced job's.
+type reservedTrace struct {
+	id       uint64 // 0: none yet
+	creation Creation
+	reserves uint32
+	ready    int64
+	tube     string
+	bodySize int
+}
+
+// noteReservedTraceLocked notes what s's reservation of traced job j
+// gives ReservedTrace.
+func (s *Session) noteReservedTraceLocked(j *job) {
+	tr := s.e.jobs.traceOf(j)
+	s.resTrace = reservedTrace{id: j.id, creation: tr.creation, reserves: j.reserves,
+		ready: tr.ready, tube: j.tube.name, bodySize: len(j.body)}
+}
+
 // traceAttachLocked makes j traced when its put carried a creation context
-// (e.putCreation, which it consumes); it runs once j has its id and before
-// its record is written.
+// (e.putCreation, which it consumes); it runs once j is in the job table
+// and before its record is written.
 func (e *Engine) traceAttachLocked(j *job) {
 	c := e.putCreation
 	if c == (Creation{}) {
 		return
 	}
 	e.putCreation = Creation{}
-	if e.traces == nil {
-		e.traces = make(map[uint64]*jobTrace)
-	}
-	e.traces[j.id] = &jobTrace{creation: c}
+	e.jobs.setTrace(j, c)
 }
 
-// traceOf returns j's trace, or nil.
-func (e *Engine) traceOf(id uint64) *jobTrace {
-	if e.traces == nil {
-		return nil
-	}
-	return e.traces[id]
-}
-
-// traceReadyLocked notes that j becomes ready at at.
+// traceReadyLocked notes that traced job j becomes ready at at.
 func (e *Engine) traceReadyLocked(j *job, at int64) {
-	if tr := e.traceOf(j.id); tr != nil {
+	if tr := e.jobs.traceOf(j); tr != nil {
 		tr.ready = at
 	}
 }
 
 // traceFreeLocked forgets j's trace.
-func (e *Engine) traceFreeLocked(j *job) {
-	if e.traces != nil {
-		delete(e.traces, j.id)
-	}
-}
+func (e *Engine) traceFreeLocked(j *job) { e.jobs.clearTrace(j) }
 
 // traceReturnedLocked tells the hook that reserved job j went back to
 // ready without a command: timedOut for a TTR expiry, else a closed
 // session.
 func (e *Engine) traceReturnedLocked(j *job, timedOut bool) {
-	if e.thook == nil || e.traceOf(j.id) == nil {
+	if e.thook == nil || !j.traced {
 		return
 	}
 	if timedOut {

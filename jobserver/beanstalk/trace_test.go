@@ -40,8 +40,8 @@ func TestTraceKeptWithJob(t *testing.T) {
 	if _, ok := e.JobTrace(plain); ok {
 		t.Fatal("untraced job has a trace")
 	}
-	if e.traces == nil || len(e.traces) != 1 {
-		t.Fatalf("side map %v, want one entry", e.traces)
+	if n := countTraces(e); n != 1 {
+		t.Fatalf("%d traces kept, want 1", n)
 	}
 	w := newConn(t, e)
 	w.id(wire.ReserveJob, traced)
@@ -67,8 +67,8 @@ func TestTraceKeptWithJob(t *testing.T) {
 		t.Fatalf("after retry: %+v", jt)
 	}
 	c.want(wire.Command{Verb: wire.Delete, ID: traced}, wire.Deleted)
-	if len(e.traces) != 0 {
-		t.Fatalf("side map %v after delete, want empty", e.traces)
+	if n := countTraces(e); n != 0 {
+		t.Fatalf("%d traces kept after delete, want 0", n)
 	}
 }
 

@@ -1,0 +1,60 @@
+package beanstalk
+
+import (
+	"strconv"
+	"testing"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/jobserver/clock"
+)
+
+// BenchmarkTracedCycle is BenchmarkPutReserveDelete with and without a
+// creation context on every put, behind a backlog of queued jobs (0 or
+// 10 000, as many traced as the cycled ones), and with the reservation's
+// trace read as the proxy's hook reads it: what the engine adds to a
+// traced Beanstalk job.
+func BenchmarkTracedCycle(b *testing.B) {
+	for _, traced := range []bool{false, true} {
+		for _, backlog := range []int{0, 10000} {
+			name := "untraced"
+			if traced {
+				name = "traced"
+			}
+			b.Run(name+"/backlog="+strconv.Itoa(backlog), func(b *testing.B) {
+				benchTracedCycle(b, traced, backlog)
+			})
+		}
+	}
+}
+
+func benchTracedCycle(b *testing.B, traced bool, backlog int) {
+	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
+	defer e.Close()
+	s := e.NewSession(nil)
+	defer s.Close()
+	c := testCreation(7)
+	put := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: make([]byte, 100)}
+	res := wire.Command{Verb: wire.Reserve}
+	var r wire.Reply
+	for range backlog {
+		if traced {
+			s.SetCreation(c)
+		}
+		s.Exec(&put, &r)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if traced {
+			s.SetCreation(c)
+		}
+		s.Exec(&put, &r)
+		s.Exec(&res, &r)
+		if traced {
+			if _, ok := s.ReservedTrace(r.ID); !ok {
+				b.Fatal("no trace")
+			}
+		}
+		del := wire.Command{Verb: wire.Delete, ID: r.ID}
+		s.Exec(&del, &r)
+	}
+}

@@ -1,0 +1,277 @@
+package beanstalk
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	wire "github.com/jobgate/jobgate/codec/beanstalk"
+)
+
+// countTraces counts the traces e's job table keeps, checking each page's
+// count of traced jobs against its slots and the jobs' flags.
+func countTraces(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return tableTraces(nil, &e.jobs)
+}
+
+// tableTraces is countTraces on a bare table; t nil panics on a mismatch.
+func tableTraces(t *testing.T, tab *jobTable) int {
+	fail := func(format string, args ...any) {
+		if t == nil {
+			panic("trace table: " + format)
+		}
+		t.Helper()
+		t.Fatalf(format, args...)
+	}
+	if tp := tab.spareTraces; tp != nil && *tp != (tracePage{}) {
+		fail("the spare trace page is not all zero")
+	}
+	for _, p := range tab.pages {
+		if p.traces != nil && p.traces == tab.spareTraces {
+			fail("a page holds the spare trace page")
+		}
+	}
+	n := len(tab.traceOverflow)
+	for id := range tab.traceOverflow {
+		if j := tab.overflow[id]; j == nil || !j.traced {
+			fail("overflow trace of job %d, which is not a traced overflow job", id)
+		}
+	}
+	for _, p := range tab.pages {
+		traced := 0
+		for i, j := range p.jobs {
+			if j != nil && j.traced {
+				traced++
+				if p.traces == nil || p.traces[i].creation == (Creation{}) {
+					fail("traced job %d has an empty slot", j.id)
+				}
+			} else if p.traces != nil && p.traces[i] != (jobTrace{}) {
+				fail("slot %d holds a trace without a traced job", i)
+			}
+		}
+		if traced != p.traced {
+			fail("page counts %d traced jobs, holds %d", p.traced, traced)
+		}
+		n += traced
+	}
+	return n
+}
+
+// TestTraceTable checks the traces kept in the job table against a map
+// through random traced and untraced puts and deletes, with pages that
+// drain, go sparse and move their jobs and traces to the overflow maps.
+func TestTraceTable(t *testing.T) {
+	tab := newJobTable()
+	ref := map[uint64]*job{}
+	refTrace := map[uint64]Creation{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var next uint64 = 1
+	check := func() {
+		t.Helper()
+		for id := uint64(1); id < next; id++ {
+			j := tab.get(id)
+			if j != ref[id] {
+				t.Fatalf("get(%d) = %p, want %p", id, j, ref[id])
+			}
+			if j == nil {
+				continue
+			}
+			tr := tab.traceOf(j)
+			c, traced := refTrace[id]
+			switch {
+			case traced && (tr == nil || tr.creation != c || tr.ready != int64(id)):
+				t.Fatalf("traceOf(%d) = %+v, want %x ready %d", id, tr, c, id)
+			case !traced && tr != nil:
+				t.Fatalf("untraced job %d has trace %+v", id, tr)
+			}
+		}
+		if n := tableTraces(t, &tab); n != len(refTrace) {
+			t.Fatalf("table holds %d traces, want %d", n, len(refTrace))
+		}
+	}
+	for round := range 20 {
+		for range 3000 {
+			j := &job{id: next}
+			next++
+			tab.add(j)
+			ref[j.id] = j
+			if rng.IntN(3) == 0 {
+				c := testCreation(byte(j.id) | 1)
+				tab.setTrace(j, c)
+				tab.traceOf(j).ready = int64(j.id)
+				refTrace[j.id] = c
+			}
+		}
+		for id, j := range ref {
+			if rng.IntN(10) < 8 || round%5 == 4 {
+				tab.clearTrace(j)
+				tab.remove(id)
+				delete(ref, id)
+				delete(refTrace, id)
+			}
+		}
+		check()
+	}
+	for id, j := range ref {
+		tab.clearTrace(j)
+		tab.remove(id)
+	}
+	if len(tab.traceOverflow) != 0 {
+		t.Fatalf("empty table keeps %d overflow traces", len(tab.traceOverflow))
+	}
+	for n, p := range tab.pages {
+		if p.traced != 0 || p.traces != nil && n < tab.maxID>>pageBits {
+			t.Fatalf("issued empty page %d keeps its trace slots (%d traced)", n, p.traced)
+		}
+	}
+	if tab.spareTraces == nil {
+		t.Fatal("no trace page kept for reuse")
+	}
+}
+
+// TestTracesNotAllocatedUntraced checks that an engine whose jobs are not
+// traced gives no page trace slots, and that a traced put allocates no
+// more than an untraced one once its page has them.
+func TestTracesNotAllocatedUntraced(t *testing.T) {
+	e, _ := newTestEngine(t)
+	c := newConn(t, e)
+	cmd := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: []byte("x")}
+	var r wire.Reply
+	for range 3 * pageSize {
+		c.s.Exec(&cmd, &r)
+	}
+	for n, p := range e.jobs.pages {
+		if p.traces != nil {
+			t.Fatalf("page %d of untraced jobs has trace slots", n)
+		}
+	}
+	c.s.SetCreation(testCreation(5))
+	c.s.Exec(&cmd, &r) // the page's slots
+	plain := testing.AllocsPerRun(200, func() { c.s.Exec(&cmd, &r) })
+	traced := testing.AllocsPerRun(200, func() {
+		c.s.SetCreation(testCreation(5))
+		c.s.Exec(&cmd, &r)
+	})
+	if traced > plain {
+		t.Fatalf("traced put: %.1f allocations, untraced %.1f", traced, plain)
+	}
+}
+
+// TestReservedTrace checks that the trace a reservation notes for
+// ReservedTrace is what JobTrace says at that moment, for a reserve
+// answered at once, one that waited, reserve-job and a retry after a TTR
+// expiry, and that an untraced reservation gives none.
+func TestReservedTrace(t *testing.T) {
+	e, fc := newTestEngine(t)
+	p := newConn(t, e)
+	w := newConn(t, e)
+	same := func(id uint64) {
+		t.Helper()
+		got, ok := w.s.ReservedTrace(id)
+		want, wantOK := e.JobTrace(id)
+		if ok != wantOK || got != want {
+			t.Fatalf("ReservedTrace(%d) = %+v, %v; JobTrace %+v, %v", id, got, ok, want, wantOK)
+		}
+	}
+	p.s.SetCreation(testCreation(3))
+	traced := p.put(1, 0, 5, "traced")
+	id, _ := w.reserveNow()
+	same(id)
+	if _, ok := w.s.ReservedTrace(id + 1); ok {
+		t.Fatal("ReservedTrace of another id")
+	}
+	fc.Advance(6 * time.Second) // TTR runs out at 5 s: ready again, reserved again
+	id, _ = w.reserveNow()
+	if jt, _ := w.s.ReservedTrace(id); id != traced || jt.Reserves != 2 || !jt.Ready.Equal(testStart.Add(5*time.Second)) {
+		t.Fatalf("retry: %+v", jt)
+	}
+	same(id)
+
+	plain := p.put(1, 0, 5, "plain")
+	w.id(wire.ReserveJob, plain)
+	if _, ok := w.s.ReservedTrace(plain); ok {
+		t.Fatal("untraced reservation has a trace")
+	}
+	w.want(wire.Command{Verb: wire.Release, ID: traced, Pri: 1, Delay: 0}, wire.Released)
+	w.id(wire.ReserveJob, traced)
+	same(traced)
+
+	w.want(wire.Command{Verb: wire.Delete, ID: traced}, wire.Deleted)
+	w.want(wire.Command{Verb: wire.Delete, ID: plain}, wire.Deleted)
+	w.startReserve()
+	p.s.SetCreation(testCreation(4))
+	p.put(7, 0, 5, "waited for")
+	r := w.mustResult(wire.Reserved)
+	same(r.ID)
+	if jt, _ := w.s.ReservedTrace(r.ID); jt.Creation != testCreation(4) || jt.Tube != "default" || jt.BodySize != 10 {
+		t.Fatalf("waited reserve: %+v", jt)
+	}
+}
+
+// TestReservedTraceConcurrent runs traced producers and waiting consumers
+// on their own goroutines (under -race: the trace noted by another
+// goroutine's put is read after Result without the engine lock) and checks
+// every reservation's trace.
+func TestReservedTraceConcurrent(t *testing.T) {
+	e := mustNew(Config{})
+	defer e.Close()
+	const producers, consumers, perProducer = 2, 2, 500
+	var wg sync.WaitGroup
+	for i := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := e.NewSession(nil)
+			defer s.Close()
+			var r wire.Reply
+			for n := range perProducer {
+				b := byte(i*perProducer+n)%250 + 1
+				if n%2 == 0 {
+					s.SetCreation(testCreation(b))
+				}
+				s.Exec(&wire.Command{Verb: wire.Put, Pri: uint32(b), TTR: 60, Body: []byte{b}}, &r)
+			}
+		}()
+	}
+	errs := make(chan string, consumers)
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wake := make(chan struct{}, 1)
+			s := e.NewSession(func() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			})
+			defer s.Close()
+			for range producers * perProducer / consumers {
+				var r wire.Reply
+				if !s.Exec(&wire.Command{Verb: wire.Reserve}, &r) {
+					for !s.Result(&r) {
+						<-wake
+					}
+				}
+				b := r.Body[0]
+				jt, ok := s.ReservedTrace(r.ID)
+				if ok && (jt.Creation != testCreation(b) || jt.BodySize != 1 || jt.Reserves != 1) {
+					errs <- "wrong trace"
+					return
+				}
+				s.Exec(&wire.Command{Verb: wire.Delete, ID: r.ID}, &r)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := countTraces(e); n != 0 {
+		t.Fatalf("%d traces left after every job was deleted", n)
+	}
+}
