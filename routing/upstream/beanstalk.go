@@ -534,7 +534,11 @@ func (s *beanstalkSession) nextRound(r *reserve) {
 		if !r.deadline.IsZero() {
 			left = r.deadline.Sub(s.b.cfg.Clock.Now())
 		}
-		if left < time.Second || r.first == 0 {
+		// Whole seconds, to the nearest: a 2 s reserve whose first
+		// round of 1 s just ended has a hair under 1 s left, and answering
+		// TIMED_OUT then would cut the client's wait by a second.
+		rest := uint32((left + time.Second/2) / time.Second)
+		if left <= 0 || rest == 0 || r.first == 0 {
 			r.finished = true
 			s.pending = nil
 			s.mu.Unlock()
@@ -543,7 +547,7 @@ func (s *beanstalkSession) nextRound(r *reserve) {
 			r.done(&reply, nil)
 			return
 		}
-		secs = min(secs, uint32(left/time.Second))
+		secs = min(secs, rest)
 	}
 	s.mu.Unlock()
 	if s.writeRound(r, secs, false) == nil {

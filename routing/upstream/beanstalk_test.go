@@ -347,6 +347,32 @@ func TestBeanstalkReserveRounds(t *testing.T) {
 	}
 }
 
+// TestBeanstalkReserveLastRound: a reserve-with-timeout of 2 s in rounds
+// of 1 s has a hair under a second left when its first round ends; it
+// must wait that second in a second round, not answer TIMED_OUT a second
+// early.
+func TestBeanstalkReserveLastRound(t *testing.T) {
+	addr := testutil.StartBeanstalkd(t)
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	b := newBeanstalk(t, BeanstalkConfig{Config: Config{Addr: addr, IOTimeout: 5 * time.Second}, ReserveRound: time.Second, Clock: clk})
+	c, _ := openBeanstalk(t, b)
+	rs := newResults()
+	d := dialDirect(t, addr)
+	c.Do(&beanstalk.Command{Verb: beanstalk.ReserveWithTimeout, Timeout: 2}, rs.done(t))
+	flush(t, c)
+	clk.Advance(time.Second + time.Millisecond) // the first round's second, and the round trip
+	for deadline := time.Now().Add(wait); d.statInt("cmd-reserve-with-timeout") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("no second round: the reserve ended after its first")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	clk.Advance(time.Second)
+	if r := rs.wait(t, 1)[0]; r.err != nil || r.reply.Kind != beanstalk.TimedOut {
+		t.Fatalf("timed reserve: %+v", r)
+	}
+}
+
 // TestBeanstalkServerKilled: the server dies with a reserve pending on one
 // session and commands in flight on another: every callback gets a
 // transport error promptly, then the closed callback runs; later commands
