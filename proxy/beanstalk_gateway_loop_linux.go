@@ -42,8 +42,6 @@ type bgwLoop struct {
 	spare  []*bgwLoopConn // loop only; dirty's other buffer
 	evs    [256]syscall.EpollEvent
 
-	iter uint32 // loop only: iterations, for reading the clock every few
-
 	mu       sync.Mutex
 	adds     []*bgwLoopConn // guarded by mu; accepted, not yet registered
 	attaches []bgwUp        // guarded by mu; upstream sessions opened off the loop
@@ -281,7 +279,7 @@ func (l *bgwLoop) run() {
 				l.upEvent(wakeID-1-ev.Fd, ev.Events)
 			}
 		}
-		if l.housekeep(n == 0) {
+		if l.housekeep() {
 			return
 		}
 	}
@@ -437,9 +435,8 @@ func (l *bgwLoop) settle(b *bgwLoopConn) {
 
 // housekeep registers new connections and upstream sessions, resumes
 // connections, sweeps upstream timeouts, writes what the batch produced,
-// and on shutdown closes everything; true when the loop must end. idle:
-// the wait returned no event.
-func (l *bgwLoop) housekeep(idle bool) bool {
+// and on shutdown closes everything; true when the loop must end.
+func (l *bgwLoop) housekeep() bool {
 	var adds, resumes, ready []*bgwLoopConn
 	var attaches []bgwUp
 	stopping := false
@@ -466,10 +463,9 @@ func (l *bgwLoop) housekeep(idle bool) bool {
 			l.close(b)
 		}
 	}
-	// The clock is read after an idle wait (at most upSweep long) and
-	// every eighth busy iteration, not on each: a sweep comes at most
-	// seven iterations late.
-	if l.iter++; l.ntimed > 0 && (idle || l.iter%8 == 0) {
+	// The clock is read on every iteration while an upstream session has
+	// a timeout running, so a sweep comes at most one wait (upSweep) late.
+	if l.ntimed > 0 {
 		if now := time.Now(); now.Sub(l.swept) >= upSweep {
 			l.swept = now
 			for _, up := range l.ups {
