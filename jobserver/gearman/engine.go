@@ -158,6 +158,7 @@ type Engine struct {
 	submitCreation Creation            // guarded by mu
 	thook          TraceHook           // guarded by mu
 	ahook          AssignHook          // guarded by mu; thook, if it is one
+	tclock         TraceClock          // guarded by mu; thook, if it is one
 
 	// Persistence (persist.go, held.go); unused without a journal.
 	jr            Journal      // cfg.Journal

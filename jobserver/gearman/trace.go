@@ -97,6 +97,7 @@ func (e *Engine) SetTraceHook(h TraceHook) {
 	defer e.mu.Unlock()
 	e.thook = h
 	e.ahook, _ = h.(AssignHook)
+	e.tclock, _ = h.(TraceClock)
 }
 
 // SetCreation gives the session's next submit the creation context c,
@@ -211,8 +212,8 @@ func (e *Engine) traceAttach(j *job, c Creation) {
 // step, and every queue wait came out negative.
 func (e *Engine) traceReady(j *job) {
 	if tr, ok := e.traces[j.id]; ok {
-		if c, ok := e.thook.(TraceClock); ok {
-			tr.ready = c.TraceNow()
+		if e.tclock != nil {
+			tr.ready = e.tclock.TraceNow()
 		} else {
 			tr.ready = e.now()
 		}
