@@ -10,9 +10,9 @@ type jobTable struct {
 	pages    map[uint64]*jobPage // by id >> pageBits
 	overflow map[uint64]*job
 	maxID    uint64 // highest id ever added
-	// traceOverflow holds the traces of traced overflow jobs
-	// (tracetable.go); nil until the first.
-	traceOverflow map[uint64]*jobTrace
+	// traceMap holds the traces of traced overflow jobs and of pages
+	// with few traced jobs (tracetable.go); nil until the first.
+	traceMap map[uint64]*jobTrace
 	// spareTraces is a trace page no page holds, all zero, kept for reuse.
 	spareTraces *tracePage
 }
@@ -29,8 +29,8 @@ const (
 type jobPage struct {
 	jobs [pageSize]*job
 	live int
-	// traces holds the traces of the page's traced jobs, nil while it
-	// has none (tracetable.go); traced counts them.
+	// traces holds the traces of the page's traced jobs once they are
+	// many, else nil (tracetable.go); traced counts them.
 	traces *tracePage
 	traced int
 }

@@ -144,7 +144,11 @@ func (e *Engine) traceReadyLocked(j *job, at int64) {
 }
 
 // traceFreeLocked forgets j's trace.
-func (e *Engine) traceFreeLocked(j *job) { e.jobs.clearTrace(j) }
+func (e *Engine) traceFreeLocked(j *job) {
+	if j.traced { // inlined: an untraced job pays this test alone
+		e.jobs.clearTrace(j)
+	}
+}
 
 // traceReturnedLocked tells the hook that reserved job j went back to
 // ready without a command: timedOut for a TTR expiry, else a closed

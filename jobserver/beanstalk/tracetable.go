@@ -1,14 +1,22 @@
 package beanstalk
 
-// The traces of traced jobs live in the job table's pages, next to the
-// jobs, not in a Go map: a traced put used to allocate a jobTrace and
-// insert it into a map keyed by id, whose inserts missed the cache (up to
-// 1 µs a job in the profiles, docs/BENCHMARKS.md, round 12 under
-// Tracing). A page gets an array of trace slots at its first traced job
-// and keeps it while it holds traced jobs; untraced jobs pay nothing (the
-// job's traced flag sits in the struct's padding), and an engine that
-// never traces never allocates one. A traced job's slot is found by the
-// page lookup the table makes anyway.
+// The traces of traced jobs live next to the jobs, not only in a Go map: a
+// traced put used to allocate a jobTrace and insert it into a map keyed by
+// id, whose inserts missed the cache (up to 1 µs a job in the profiles,
+// docs/BENCHMARKS.md, round 12 under Tracing). A page whose traced jobs
+// reach traceSlotsAt gets an array of trace slots, by the same index as
+// its jobs, and keeps it while it holds traced jobs; a traced job's slot
+// is found by the page lookup the table makes anyway. A page with fewer
+// traced jobs keeps their traces in the table's map, so that sampling a
+// few jobs in a thousand does not cost every job of their pages a slot
+// (40 bytes). Untraced jobs pay nothing (the job's traced flag sits in the
+// struct's padding), and an engine that never traces never allocates.
+
+// traceSlotsAt is the number of traced jobs at which a page moves their
+// traces from the map into slots of its own: one in 16 of its jobs, where
+// the map's cost per traced job (about 80 bytes with the allocation)
+// comes to an eighth of the slots' and the map's inserts stop paying.
+const traceSlotsAt = pageSize / 16
 
 // tracePage holds the traces of a page's jobs, by the same index.
 type tracePage [pageSize]jobTrace
@@ -18,30 +26,47 @@ func (t *jobTable) traceOf(j *job) *jobTrace {
 	if !j.traced {
 		return nil
 	}
-	if p := t.pages[j.id>>pageBits]; p != nil && p.jobs[j.id&pageMask] == j {
+	if p := t.pages[j.id>>pageBits]; p != nil && p.traces != nil && p.jobs[j.id&pageMask] == j {
 		return &p.traces[j.id&pageMask]
 	}
-	return t.traceOverflow[j.id]
+	return t.traceMap[j.id]
 }
 
 // setTrace makes j, which is in the table, traced with creation c.
 func (t *jobTable) setTrace(j *job, c Creation) {
+	j.traced = true
 	p := t.pages[j.id>>pageBits]
 	if p == nil || p.jobs[j.id&pageMask] != j {
-		// Only a job restored into a page already gone sparse: rare.
-		if t.traceOverflow == nil {
-			t.traceOverflow = make(map[uint64]*jobTrace)
-		}
-		t.traceOverflow[j.id] = &jobTrace{creation: c}
-		j.traced = true
+		// A job restored into a page already gone sparse: rare.
+		t.mapTrace(j.id, jobTrace{creation: c})
 		return
 	}
-	if p.traces == nil {
-		p.traces = t.takeTracePage()
-	}
-	p.traces[j.id&pageMask] = jobTrace{creation: c}
 	p.traced++
-	j.traced = true
+	if p.traces != nil {
+		p.traces[j.id&pageMask] = jobTrace{creation: c}
+		return
+	}
+	if p.traced < traceSlotsAt {
+		t.mapTrace(j.id, jobTrace{creation: c})
+		return
+	}
+	// The page has become densely traced: its traces move to slots.
+	p.traces = t.takeTracePage()
+	p.traces[j.id&pageMask] = jobTrace{creation: c}
+	for i, pj := range p.jobs {
+		if pj != nil && pj.traced && pj != j {
+			p.traces[i] = *t.traceMap[pj.id]
+			delete(t.traceMap, pj.id)
+		}
+	}
+}
+
+// mapTrace keeps tr for job id in the map.
+func (t *jobTable) mapTrace(id uint64, tr jobTrace) {
+	if t.traceMap == nil {
+		t.traceMap = make(map[uint64]*jobTrace)
+	}
+	t.traceMap[id] = &tr
 }
 
 // clearTrace forgets j's trace; j is still in the table.
@@ -53,11 +78,15 @@ func (t *jobTable) clearTrace(j *job) {
 	n := j.id >> pageBits
 	p := t.pages[n]
 	if p == nil || p.jobs[j.id&pageMask] != j {
-		delete(t.traceOverflow, j.id)
+		delete(t.traceMap, j.id)
+		return
+	}
+	p.traced--
+	if p.traces == nil {
+		delete(t.traceMap, j.id)
 		return
 	}
 	p.traces[j.id&pageMask] = jobTrace{}
-	p.traced--
 	// A page still being filled keeps its slots for the traced jobs to
 	// come; an issued one gives them back with its last traced job.
 	if p.traced == 0 && n < t.maxID>>pageBits {
@@ -86,23 +115,17 @@ func (t *jobTable) keepTracePage(tp *tracePage) {
 }
 
 // overflowTraces moves the traces of page p, which is going away, to the
-// overflow map, with its jobs.
+// map, with its jobs.
 func (t *jobTable) overflowTraces(p *jobPage) {
-	if p.traced == 0 {
-		if p.traces != nil {
-			t.keepTracePage(p.traces)
-		}
-		return
-	}
-	if t.traceOverflow == nil {
-		t.traceOverflow = make(map[uint64]*jobTrace)
+	if p.traces == nil {
+		return // its traces, if any, are in the map already
 	}
 	for i, j := range p.jobs {
 		if j != nil && j.traced {
-			tr := p.traces[i]
-			t.traceOverflow[j.id] = &tr
+			t.mapTrace(j.id, p.traces[i])
 		}
 	}
 	*p.traces = tracePage{}
 	t.keepTracePage(p.traces)
+	p.traces = nil
 }

@@ -1,6 +1,7 @@
 package beanstalk
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -34,28 +35,42 @@ func tableTraces(t *testing.T, tab *jobTable) int {
 			fail("a page holds the spare trace page")
 		}
 	}
-	n := len(tab.traceOverflow)
-	for id := range tab.traceOverflow {
-		if j := tab.overflow[id]; j == nil || !j.traced {
-			fail("overflow trace of job %d, which is not a traced overflow job", id)
+	n := len(tab.traceMap)
+	for id := range tab.traceMap {
+		j := tab.get(id)
+		if j == nil || !j.traced {
+			fail("mapped trace of job %d, which is not a traced job", id)
+		}
+		if p := tab.pages[id>>pageBits]; p != nil && p.jobs[id&pageMask] == j && p.traces != nil {
+			fail("job %d has a mapped trace and a slot", id)
 		}
 	}
 	for _, p := range tab.pages {
 		traced := 0
 		for i, j := range p.jobs {
-			if j != nil && j.traced {
+			switch {
+			case j != nil && j.traced:
 				traced++
-				if p.traces == nil || p.traces[i].creation == (Creation{}) {
+				_, mapped := tab.traceMap[j.id]
+				if p.traces == nil && !mapped {
+					fail("traced job %d of a page without slots has no mapped trace", j.id)
+				}
+				if p.traces != nil && p.traces[i].creation == (Creation{}) {
 					fail("traced job %d has an empty slot", j.id)
 				}
-			} else if p.traces != nil && p.traces[i] != (jobTrace{}) {
+			case p.traces != nil && p.traces[i] != (jobTrace{}):
 				fail("slot %d holds a trace without a traced job", i)
 			}
 		}
 		if traced != p.traced {
 			fail("page counts %d traced jobs, holds %d", p.traced, traced)
 		}
-		n += traced
+		if p.traces == nil && traced >= traceSlotsAt {
+			fail("page with %d traced jobs has no slots", traced)
+		}
+		if p.traces != nil {
+			n += traced
+		}
 	}
 	return n
 }
@@ -98,7 +113,9 @@ func TestTraceTable(t *testing.T) {
 			next++
 			tab.add(j)
 			ref[j.id] = j
-			if rng.IntN(3) == 0 {
+			// Rounds alternate dense and sparse tracing, so that pages
+			// both take slots and keep their few traces in the map.
+			if rng.IntN([]int{3, 40}[round%2]) == 0 {
 				c := testCreation(byte(j.id) | 1)
 				tab.setTrace(j, c)
 				tab.traceOf(j).ready = int64(j.id)
@@ -119,8 +136,8 @@ func TestTraceTable(t *testing.T) {
 		tab.clearTrace(j)
 		tab.remove(id)
 	}
-	if len(tab.traceOverflow) != 0 {
-		t.Fatalf("empty table keeps %d overflow traces", len(tab.traceOverflow))
+	if len(tab.traceMap) != 0 {
+		t.Fatalf("empty table keeps %d mapped traces", len(tab.traceMap))
 	}
 	for n, p := range tab.pages {
 		if p.traced != 0 || p.traces != nil && n < tab.maxID>>pageBits {
@@ -133,8 +150,9 @@ func TestTraceTable(t *testing.T) {
 }
 
 // TestTracesNotAllocatedUntraced checks that an engine whose jobs are not
-// traced gives no page trace slots, and that a traced put allocates no
-// more than an untraced one once its page has them.
+// traced gives no page trace slots, that a page with a few traced jobs
+// gets none either, and that a traced put allocates no more than an
+// untraced one once its page has them.
 func TestTracesNotAllocatedUntraced(t *testing.T) {
 	e, _ := newTestEngine(t)
 	c := newConn(t, e)
@@ -148,8 +166,17 @@ func TestTracesNotAllocatedUntraced(t *testing.T) {
 			t.Fatalf("page %d of untraced jobs has trace slots", n)
 		}
 	}
-	c.s.SetCreation(testCreation(5))
-	c.s.Exec(&cmd, &r) // the page's slots
+	for range traceSlotsAt - 1 {
+		c.s.SetCreation(testCreation(5))
+		c.s.Exec(&cmd, &r)
+	}
+	if p := e.jobs.pages[e.jobs.maxID>>pageBits]; p.traces != nil || p.traced != traceSlotsAt-1 {
+		t.Fatalf("page with %d traced jobs has slots: %v", p.traced, p.traces != nil)
+	}
+	for range traceSlotsAt { // the page's slots
+		c.s.SetCreation(testCreation(5))
+		c.s.Exec(&cmd, &r)
+	}
 	plain := testing.AllocsPerRun(200, func() { c.s.Exec(&cmd, &r) })
 	traced := testing.AllocsPerRun(200, func() {
 		c.s.SetCreation(testCreation(5))
@@ -229,10 +256,11 @@ func TestReservedTraceConcurrent(t *testing.T) {
 			var r wire.Reply
 			for n := range perProducer {
 				b := byte(i*perProducer+n)%250 + 1
-				if n%2 == 0 {
+				traced := byte(n % 2) // the body's second byte says
+				if traced == 1 {
 					s.SetCreation(testCreation(b))
 				}
-				s.Exec(&wire.Command{Verb: wire.Put, Pri: uint32(b), TTR: 60, Body: []byte{b}}, &r)
+				s.Exec(&wire.Command{Verb: wire.Put, Pri: uint32(b), TTR: 60, Body: []byte{b, traced}}, &r)
 			}
 		}()
 	}
@@ -256,10 +284,10 @@ func TestReservedTraceConcurrent(t *testing.T) {
 						<-wake
 					}
 				}
-				b := r.Body[0]
+				b, traced := r.Body[0], r.Body[1] == 1
 				jt, ok := s.ReservedTrace(r.ID)
-				if ok && (jt.Creation != testCreation(b) || jt.BodySize != 1 || jt.Reserves != 1) {
-					errs <- "wrong trace"
+				if ok != traced || ok && (jt.Creation != testCreation(b) || jt.BodySize != 2 || jt.Reserves != 1) {
+					errs <- fmt.Sprintf("job %d (traced %v): trace %+v, %v", r.ID, traced, jt, ok)
 					return
 				}
 				s.Exec(&wire.Command{Verb: wire.Delete, ID: r.ID}, &r)
