@@ -26,17 +26,31 @@ type beanstalkTrace struct {
 	tr *tracing.Tracer
 	mu sync.Mutex
 	// open is the process span of every reserved traced job.
-	open map[uint64]tracing.Process
+	open map[uint64]openProcess
 }
 
-var _ engine.TraceHook = (*beanstalkTrace)(nil)
+// openProcess is a reserved traced job's process span and the number of
+// its reservation (JobTrace.Reserves), which the engine's hook calls name.
+type openProcess struct {
+	p        tracing.Process
+	reserves int
+}
+
+var (
+	_ engine.TraceHook  = (*beanstalkTrace)(nil)
+	_ engine.TraceClock = (*beanstalkTrace)(nil)
+)
+
+// TraceNow is the spans' clock (Tracer.Now), for the ready times the
+// engine keeps: a job's queue wait is then read on the clock of its spans.
+func (bt *beanstalkTrace) TraceNow() int64 { return bt.tr.Now().UnixNano() }
 
 // wireTracing makes s trace its jobs with tr; a nil tr leaves tracing off.
 func (s *BeanstalkServer) wireTracing(tr *tracing.Tracer) {
 	if tr == nil {
 		return
 	}
-	s.trace = &beanstalkTrace{tr: tr, open: make(map[uint64]tracing.Process)}
+	s.trace = &beanstalkTrace{tr: tr, open: make(map[uint64]openProcess)}
 	s.eng.SetTraceHook(s.trace)
 }
 
@@ -148,9 +162,9 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 	case wire.Touch:
 		if r.Kind == wire.Touched {
 			bt.mu.Lock()
-			p := bt.open[cmd.ID]
+			o := bt.open[cmd.ID]
 			bt.mu.Unlock()
-			p.Touch()
+			o.p.Touch()
 		}
 	}
 }
@@ -173,16 +187,29 @@ func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wi
 		BodySize: jt.BodySize, Enqueued: jt.Ready, Attempt: jt.Reserves, Start: ct.start,
 	}
 	p := bt.tr.Deliver(c, m)
+	// The check and the insert are one step under mu, as the hook's calls
+	// are: the engine's undoing of this reservation comes either before
+	// (seen here) or after (finds the span open); beanstalk_trace_undone.go.
 	bt.mu.Lock()
-	old := bt.open[r.ID]
-	bt.open[r.ID] = p
+	stale, timedOut := ct.sess.ReservedUndone()
+	var old openProcess
+	if !stale {
+		old = bt.open[r.ID]
+		bt.open[r.ID] = openProcess{p: p, reserves: jt.Reserves}
+	}
 	bt.mu.Unlock()
 	// A span still open here lost its outcome in a race with the engine
 	// (the job came back between its reservation and this call).
-	old.Fail(tracing.ErrorWorkerLost)
+	old.p.Fail(tracing.ErrorWorkerLost)
 	if body, wrapped := bt.tr.WrapPayload(ct.wrap[:0], p.SpanContext(), r.Body); wrapped {
 		ct.wrap = body
 		r.Body = body
+	}
+	if stale {
+		// The connection got the job, but its reservation already ended
+		// in the engine, and maybe another one began: its span ends now,
+		// as the hook would have ended it, and is not kept.
+		endUndone(p, timedOut)
 	}
 }
 
@@ -190,17 +217,21 @@ func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wi
 // which ignores every call, when there is none.
 func (bt *beanstalkTrace) take(id uint64) tracing.Process {
 	bt.mu.Lock()
-	p := bt.open[id]
+	o := bt.open[id]
 	delete(bt.open, id)
 	bt.mu.Unlock()
-	return p
+	return o.p
 }
 
 // JobTimedOut ends the process span of a job whose TTR ran out. It runs
 // under the engine lock; ending a span only queues it (the export queue
 // never blocks).
-func (bt *beanstalkTrace) JobTimedOut(id uint64) { bt.take(id).TTRExpired() }
+func (bt *beanstalkTrace) JobTimedOut(id uint64, reserves int) {
+	bt.returned(id, reserves, true)
+}
 
 // JobAbandoned ends the process span of a job whose worker's connection
 // closed, at shutdown too.
-func (bt *beanstalkTrace) JobAbandoned(id uint64) { bt.take(id).Fail(tracing.ErrorWorkerLost) }
+func (bt *beanstalkTrace) JobAbandoned(id uint64, reserves int) {
+	bt.returned(id, reserves, false)
+}
