@@ -29,8 +29,13 @@ func (bt *beanstalkTrace) returned(id uint64, reserves int, timedOut bool) {
 		return
 	}
 	delete(bt.open, id)
+	e, lost := bt.ending[id]
+	delete(bt.ending, id)
 	bt.mu.Unlock()
 	endUndone(o.p, timedOut)
+	if lost {
+		e.p.Fail(tracing.ErrorWorkerLost) // see supersedeLocked
+	}
 }
 
 // endUndone ends process span p of a reservation the engine undid.
@@ -40,4 +45,25 @@ func endUndone(p tracing.Process, timedOut bool) {
 	} else {
 		p.Fail(tracing.ErrorWorkerLost)
 	}
+}
+
+// supersedeLocked makes room in bt.open for a new reservation of job id
+// and returns the span to end as lost, if any. A span still open there is
+// a previous reservation's whose end the engine's hook would have
+// reported already, so its own connection has it to report: a release or
+// bury whose reply that connection has not handled yet, while the job went
+// at once to the new reservation's waiting connection. It waits in
+// bt.ending, one a job, for that connection's take; a second one, or one
+// still waiting when the new span ends (take, returned), ends as lost,
+// which keeps bt.ending no larger than bt.open.
+func (bt *beanstalkTrace) supersedeLocked(id uint64) (lost openProcess) {
+	old, ok := bt.open[id]
+	if !ok {
+		return openProcess{}
+	}
+	if _, busy := bt.ending[id]; busy {
+		return old
+	}
+	bt.ending[id] = old
+	return openProcess{}
 }

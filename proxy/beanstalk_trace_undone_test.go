@@ -77,10 +77,10 @@ func (g *undoneRig) do(c *rigConn, cmd wire.Command, want wire.ReplyKind) *wire.
 func (g *undoneRig) outcomes() string {
 	g.t.Helper()
 	g.bt.mu.Lock()
-	open := len(g.bt.open)
+	open, ending := len(g.bt.open), len(g.bt.ending)
 	g.bt.mu.Unlock()
-	if open != 0 {
-		g.t.Errorf("%d process spans still open, want none", open)
+	if open != 0 || ending != 0 {
+		g.t.Errorf("%d process spans open, %d ending, want none", open, ending)
 	}
 	var out []string
 	for _, s := range g.rec.Ended() {
@@ -191,5 +191,84 @@ func TestBeanstalkTraceNowIsTracerClock(t *testing.T) {
 	jt, ok := g.e.JobTrace(id)
 	if r := jt.Ready.UnixNano(); !ok || r < before || r > after {
 		t.Fatalf("ready %d (%v), not within %d..%d", r, ok, before, after)
+	}
+}
+
+// TestBeanstalkTraceReleasedToWaiter forces the release race: A's
+// release hands the job at once to B's waiting reserve, and B's hook
+// (its RESERVED) runs before A's (its RELEASED). A's span must end as
+// released and B's, at B's delete, as completed: not A's as a lost
+// worker and B's as released.
+func TestBeanstalkTraceReleasedToWaiter(t *testing.T) {
+	g := newUndoneRig(t)
+	p, a, b := g.conn(), g.conn(), g.conn()
+	id := g.do(p, wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: []byte("x")}, wire.Inserted).ID
+	g.do(a, wire.Command{Verb: wire.Reserve}, wire.Reserved)
+	cmdB := wire.Command{Verb: wire.Reserve}
+	var rB wire.Reply
+	g.bt.before(&b.ct, b.s, &cmdB)
+	if b.s.Exec(&cmdB, &rB) {
+		t.Fatalf("B's reserve answered %v at once, want it to wait", rB.Kind)
+	}
+	cmdA, rA := g.exec(a, wire.Command{Verb: wire.Release, ID: id, Pri: 2}, wire.Released)
+	if !b.s.Result(&rB) || rB.Kind != wire.Reserved || rB.ID != id {
+		t.Fatalf("B's reserve: %v %d, want RESERVED %d", rB.Kind, rB.ID, id)
+	}
+	g.bt.after(&b.ct, &cmdB, &rB) // B's hook first
+	g.bt.after(&a.ct, cmdA, rA)
+	g.do(b, wire.Command{Verb: wire.Delete, ID: id}, wire.Deleted)
+	if got, want := g.outcomes(), "[completed/Unset released/Unset]"; got != want {
+		t.Fatalf("process outcomes %s, want %s", got, want)
+	}
+}
+
+// TestBeanstalkTraceDeletedByOther: A releases the job, and another
+// connection deletes it from the ready queue before A's hook runs: the
+// other connection's delete takes no span (it held none), A's ends as
+// released.
+func TestBeanstalkTraceDeletedByOther(t *testing.T) {
+	g := newUndoneRig(t)
+	p, a := g.conn(), g.conn()
+	id := g.do(p, wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: []byte("x")}, wire.Inserted).ID
+	g.do(a, wire.Command{Verb: wire.Reserve}, wire.Reserved)
+	cmdA, rA := g.exec(a, wire.Command{Verb: wire.Release, ID: id, Pri: 2}, wire.Released)
+	g.do(p, wire.Command{Verb: wire.Delete, ID: id}, wire.Deleted)
+	g.bt.after(&a.ct, cmdA, rA)
+	if got, want := g.outcomes(), "[released/Unset]"; got != want {
+		t.Fatalf("process outcomes %s, want %s", got, want)
+	}
+}
+
+// TestBeanstalkTraceEndingBounded: when A's release hook comes only
+// after B's span has ended (B deleted the job, or B's TTR ran out), A's
+// span, waiting in bt.ending, ends as lost with B's: nothing waits on a
+// connection that may never report.
+func TestBeanstalkTraceEndingBounded(t *testing.T) {
+	for _, bEnds := range []string{"delete", "ttr"} {
+		t.Run(bEnds, func(t *testing.T) {
+			g := newUndoneRig(t)
+			p, a, b := g.conn(), g.conn(), g.conn()
+			id := g.do(p, wire.Command{Verb: wire.Put, Pri: 1, TTR: 1, Body: []byte("x")}, wire.Inserted).ID
+			g.do(a, wire.Command{Verb: wire.Reserve}, wire.Reserved)
+			cmdA, rA := g.exec(a, wire.Command{Verb: wire.Release, ID: id, Pri: 2}, wire.Released)
+			g.do(b, wire.Command{Verb: wire.Reserve}, wire.Reserved)
+			want := "[completed/Unset failed/Error]"
+			if bEnds == "delete" {
+				g.do(b, wire.Command{Verb: wire.Delete, ID: id}, wire.Deleted)
+			} else {
+				g.fc.Advance(2 * time.Second)
+				want = "[failed/Error ttr_expired/Error]"
+			}
+			g.bt.mu.Lock()
+			ending := len(g.bt.ending)
+			g.bt.mu.Unlock()
+			if ending != 0 {
+				t.Fatalf("%d spans still ending after B's ended, want 0", ending)
+			}
+			g.bt.after(&a.ct, cmdA, rA) // too late: takes nothing
+			if got := g.outcomes(); got != want {
+				t.Fatalf("process outcomes %s, want %s", got, want)
+			}
+		})
 	}
 }
