@@ -170,7 +170,9 @@ func (s *Session) noteReservedTraceLocked(j *job) {
 	rt := &s.resTrace
 	rt.id, rt.creation, rt.reserves, rt.ready = j.id, tr.creation, j.reserves, tr.ready
 	rt.tube, rt.bodySize = j.tube.name, len(j.body)
-	rt.undone.Store(undoneNot)
+	if rt.undone.Load() != undoneNot { // a load is a plain move; a store, a locked exchange
+		rt.undone.Store(undoneNot)
+	}
 }
 
 // traceAttachLocked makes j traced when its put carried a creation context
