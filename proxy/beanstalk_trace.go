@@ -26,17 +26,37 @@ type beanstalkTrace struct {
 	tr *tracing.Tracer
 	mu sync.Mutex
 	// open is the process span of every reserved traced job.
-	open map[uint64]tracing.Process
+	open map[uint64]openProcess
+	// ending is the span of a job's previous reservation while its
+	// connection has still to report the outcome that ended it
+	// (beanstalk_trace_undone.go).
+	ending map[uint64]openProcess
 }
 
-var _ engine.TraceHook = (*beanstalkTrace)(nil)
+// openProcess is a reserved traced job's process span, the number of its
+// reservation (JobTrace.Reserves), which the engine's hook calls name,
+// and the session that holds it, whose commands alone end it.
+type openProcess struct {
+	p        tracing.Process
+	reserves int
+	owner    *engine.Session
+}
+
+var (
+	_ engine.TraceHook  = (*beanstalkTrace)(nil)
+	_ engine.TraceClock = (*beanstalkTrace)(nil)
+)
+
+// TraceNow is the spans' clock (Tracer.Now), for the ready times the
+// engine keeps: a job's queue wait is then read on the clock of its spans.
+func (bt *beanstalkTrace) TraceNow() int64 { return bt.tr.Now().UnixNano() }
 
 // wireTracing makes s trace its jobs with tr; a nil tr leaves tracing off.
 func (s *BeanstalkServer) wireTracing(tr *tracing.Tracer) {
 	if tr == nil {
 		return
 	}
-	s.trace = &beanstalkTrace{tr: tr, open: make(map[uint64]tracing.Process)}
+	s.trace = &beanstalkTrace{tr: tr, open: make(map[uint64]openProcess), ending: make(map[uint64]openProcess)}
 	s.eng.SetTraceHook(s.trace)
 }
 
@@ -132,25 +152,27 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 		}
 	case wire.Delete:
 		if r.Kind == wire.Deleted {
-			bt.take(cmd.ID).Complete()
+			bt.take(ct.sess, cmd.ID).Complete()
 		}
 	case wire.Release:
 		switch r.Kind {
 		case wire.Released:
-			bt.take(cmd.ID).Release(cmd.Pri, time.Duration(cmd.Delay)*time.Second)
+			bt.take(ct.sess, cmd.ID).Release(cmd.Pri, time.Duration(cmd.Delay)*time.Second)
 		case wire.Buried: // released into a server out of memory: buried instead
-			bt.take(cmd.ID).Bury(cmd.Pri)
+			bt.take(ct.sess, cmd.ID).Bury(cmd.Pri)
 		}
 	case wire.Bury:
 		if r.Kind == wire.Buried {
-			bt.take(cmd.ID).Bury(cmd.Pri)
+			bt.take(ct.sess, cmd.ID).Bury(cmd.Pri)
 		}
 	case wire.Touch:
 		if r.Kind == wire.Touched {
 			bt.mu.Lock()
-			p := bt.open[cmd.ID]
+			o := bt.open[cmd.ID]
 			bt.mu.Unlock()
-			p.Touch()
+			if o.owner == ct.sess {
+				o.p.Touch()
+			}
 		}
 	}
 }
@@ -173,34 +195,61 @@ func (bt *beanstalkTrace) reserved(ct *beanstalkConnTrace, verb wire.Verb, r *wi
 		BodySize: jt.BodySize, Enqueued: jt.Ready, Attempt: jt.Reserves, Start: ct.start,
 	}
 	p := bt.tr.Deliver(c, m)
+	// The check and the insert are one step under mu, as the hook's calls
+	// are: the engine's undoing of this reservation comes either before
+	// (seen here) or after (finds the span open); beanstalk_trace_undone.go.
 	bt.mu.Lock()
-	old := bt.open[r.ID]
-	bt.open[r.ID] = p
+	stale, timedOut := ct.sess.ReservedUndone()
+	var lost openProcess
+	if !stale {
+		lost = bt.supersedeLocked(r.ID)
+		bt.open[r.ID] = openProcess{p: p, reserves: jt.Reserves, owner: ct.sess}
+	}
 	bt.mu.Unlock()
-	// A span still open here lost its outcome in a race with the engine
-	// (the job came back between its reservation and this call).
-	old.Fail(tracing.ErrorWorkerLost)
+	lost.p.Fail(tracing.ErrorWorkerLost)
 	if body, wrapped := bt.tr.WrapPayload(ct.wrap[:0], p.SpanContext(), r.Body); wrapped {
 		ct.wrap = body
 		r.Body = body
 	}
+	if stale {
+		// The connection got the job, but its reservation already ended
+		// in the engine, and maybe another one began: its span ends now,
+		// as the hook would have ended it, and is not kept.
+		endUndone(p, timedOut)
+	}
 }
 
-// take removes and returns job id's open process span; the zero Process,
-// which ignores every call, when there is none.
-func (bt *beanstalkTrace) take(id uint64) tracing.Process {
+// take removes and returns job id's open process span held by owner (the
+// session whose command ended it); the zero Process, which ignores every
+// call, when there is none.
+func (bt *beanstalkTrace) take(owner *engine.Session, id uint64) tracing.Process {
 	bt.mu.Lock()
-	p := bt.open[id]
-	delete(bt.open, id)
+	o, ok := bt.open[id]
+	if ok && o.owner == owner {
+		delete(bt.open, id)
+		if e, ok := bt.ending[id]; ok {
+			// The previous reservation's connection never reported.
+			delete(bt.ending, id)
+			defer e.p.Fail(tracing.ErrorWorkerLost)
+		}
+	} else if o, ok = bt.ending[id]; ok && o.owner == owner {
+		delete(bt.ending, id)
+	} else {
+		o = openProcess{}
+	}
 	bt.mu.Unlock()
-	return p
+	return o.p
 }
 
 // JobTimedOut ends the process span of a job whose TTR ran out. It runs
 // under the engine lock; ending a span only queues it (the export queue
 // never blocks).
-func (bt *beanstalkTrace) JobTimedOut(id uint64) { bt.take(id).TTRExpired() }
+func (bt *beanstalkTrace) JobTimedOut(id uint64, reserves int) {
+	bt.returned(id, reserves, true)
+}
 
 // JobAbandoned ends the process span of a job whose worker's connection
 // closed, at shutdown too.
-func (bt *beanstalkTrace) JobAbandoned(id uint64) { bt.take(id).Fail(tracing.ErrorWorkerLost) }
+func (bt *beanstalkTrace) JobAbandoned(id uint64, reserves int) {
+	bt.returned(id, reserves, false)
+}

@@ -140,6 +140,7 @@ type Engine struct {
 	// table): the creation of the put being made; the hook.
 	putCreation Creation
 	thook       TraceHook
+	tclock      TraceClock // thook, if it is one
 }
 
 // stats are the global counters of the "stats" command.

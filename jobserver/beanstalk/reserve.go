@@ -245,7 +245,7 @@ func (s *Session) timeoutLocked(now int64) {
 		e.st.timeouts++
 		j.timeouts++
 		s.unreserveLocked(j)
-		e.traceReturnedLocked(j, true)
+		e.traceReturnedLocked(s, j, true)
 		e.enqueueLocked(j, 0, now)
 	}
 	if s.waiting && s.timed && s.waitUntil <= now {
@@ -277,7 +277,7 @@ func (s *Session) Close() {
 		}
 		j := re.j
 		s.unreserveLocked(j)
-		e.traceReturnedLocked(j, false)
+		e.traceReturnedLocked(s, j, false)
 		e.enqueueLocked(j, 0, now)
 	}
 	s.resOrder = nil

@@ -29,7 +29,7 @@ import (
 func (e *Engine) enqueueLocked(j *job, delay int64, now int64) {
 	t := j.tube
 	if j.traced {
-		e.traceReadyLocked(j, now+delay)
+		e.traceReadyLocked(j, now, delay)
 	}
 	if delay > 0 {
 		j.state = stateDelayed

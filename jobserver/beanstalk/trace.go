@@ -1,6 +1,9 @@
 package beanstalk
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Tracing support. The engine does not trace: it keeps each traced job's
 // creation context, an opaque 26-byte value (tracing.Creation in the proxy),
@@ -20,20 +23,35 @@ type Creation [CreationLen]byte
 // jobTrace is what the engine keeps for a traced job.
 type jobTrace struct {
 	creation Creation
-	// ready is when the job last became (or becomes) ready, in engine
-	// nanoseconds: put plus delay, release plus delay, TTR expiry, kick.
+	// ready is when the job last became (or becomes) ready, in Unix
+	// nanoseconds on the hook's TraceClock if it has one: put plus delay,
+	// release plus delay, TTR expiry, kick.
 	ready int64
 }
 
 // TraceHook receives the moves of traced jobs that no command reply shows.
 // The engine calls it with its lock held: methods must be quick, must not
-// block and must not call into the engine.
+// block and must not call into the engine. reserves is the job's
+// reservation count (JobTrace.Reserves) of the reservation undone: the
+// hook may see the move before the reserving connection has handled its
+// RESERVED reply (Session.ReservedUndone), or after a later reservation's.
 type TraceHook interface {
 	// JobTimedOut is a reserved job whose TTR ran out; it is ready again.
-	JobTimedOut(id uint64)
+	JobTimedOut(id uint64, reserves int)
 	// JobAbandoned is a reserved job whose session closed; it is ready
 	// again.
-	JobAbandoned(id uint64)
+	JobAbandoned(id uint64, reserves int)
+}
+
+// TraceClock, when the TraceHook also implements it, is the clock of the
+// ready times the engine keeps for traced jobs (JobTrace.Ready): the
+// proxy's spans have a clock of their own, and a job's queue wait is the
+// difference of two readings, which must come from one clock, or a step
+// of the wall clock between them shows in the wait. Without it the
+// engine's clock serves.
+type TraceClock interface {
+	// TraceNow returns the current time in Unix nanoseconds.
+	TraceNow() int64
 }
 
 // JobTrace describes a traced job at its reservation.
@@ -50,11 +68,13 @@ type JobTrace struct {
 	BodySize int
 }
 
-// SetTraceHook makes h (nil: none) receive the engine's traced-job moves.
+// SetTraceHook makes h (nil: none) receive the engine's traced-job moves;
+// if it is a TraceClock, traced jobs' ready times are read from it.
 func (e *Engine) SetTraceHook(h TraceHook) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.thook = h
+	e.tclock, _ = h.(TraceClock)
 }
 
 // SetCreation gives the session's next put the creation context c. The
@@ -78,7 +98,7 @@ func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 		Creation: tr.creation,
 		Tube:     j.tube.name,
 		Reserves: int(j.reserves),
-		Ready:    e.start.Add(time.Duration(tr.ready)),
+		Ready:    time.Unix(0, tr.ready),
 		BodySize: len(j.body),
 	}, true
 }
@@ -99,10 +119,34 @@ func (s *Session) ReservedTrace(id uint64) (JobTrace, bool) {
 		Creation: rt.creation,
 		Tube:     rt.tube,
 		Reserves: int(rt.reserves),
-		Ready:    s.e.start.Add(time.Duration(rt.ready)),
+		Ready:    time.Unix(0, rt.ready),
 		BodySize: rt.bodySize,
 	}, true
 }
+
+// ReservedUndone reports whether the reservation that ReservedTrace
+// describes has been undone since, its job back to ready: by its TTR
+// running out (timedOut) or its session closing. The engine has then
+// called its TraceHook about it, maybe before the caller opened the
+// reservation's span, which nothing would end: the hook's calls and this
+// one, made under one lock of the caller's, tell which came first. It
+// takes no engine lock: call it as ReservedTrace.
+func (s *Session) ReservedUndone() (undone, timedOut bool) {
+	switch s.resTrace.undone.Load() {
+	case undoneTimedOut:
+		return true, true
+	case undoneAbandoned:
+		return true, false
+	}
+	return false, false
+}
+
+// Values of reservedTrace.undone.
+const (
+	undoneNot       = iota // the reservation is current, or ended by a command
+	undoneTimedOut         // its TTR ran out
+	undoneAbandoned        // its session closed
+)
 
 // reservedTrace is what ReservedTrace returns, noted at the reservation
 // of a traced job. An untraced reservation leaves it: ids are never
@@ -114,14 +158,21 @@ type reservedTrace struct {
 	ready    int64
 	tube     string
 	bodySize int
+	// undone is set, under the engine lock, when the engine undoes this
+	// reservation; read without it (ReservedUndone), so atomic.
+	undone atomic.Uint32
 }
 
 // noteReservedTraceLocked notes what s's reservation of traced job j
 // gives ReservedTrace.
 func (s *Session) noteReservedTraceLocked(j *job) {
 	tr := s.e.jobs.traceOf(j)
-	s.resTrace = reservedTrace{id: j.id, creation: tr.creation, reserves: j.reserves,
-		ready: tr.ready, tube: j.tube.name, bodySize: len(j.body)}
+	rt := &s.resTrace
+	rt.id, rt.creation, rt.reserves, rt.ready = j.id, tr.creation, j.reserves, tr.ready
+	rt.tube, rt.bodySize = j.tube.name, len(j.body)
+	if rt.undone.Load() != undoneNot { // a load is a plain move; a store, a locked exchange
+		rt.undone.Store(undoneNot)
+	}
 }
 
 // traceAttachLocked makes j traced when its put carried a creation context
@@ -136,10 +187,20 @@ func (e *Engine) traceAttachLocked(j *job) {
 	e.jobs.setTrace(j, c)
 }
 
-// traceReadyLocked notes that traced job j becomes ready at at.
-func (e *Engine) traceReadyLocked(j *job, at int64) {
-	if tr := e.jobs.traceOf(j); tr != nil {
-		tr.ready = at
+// traceReadyLocked notes that traced job j becomes ready delay engine
+// nanoseconds after now, on the hook's clock if it has one: not e.start
+// plus now, which follows the monotonic clock, so that after a step of the
+// wall clock it stood off the spans' times (Tracer.Now follows a step) by
+// the step, and so did every queue wait.
+func (e *Engine) traceReadyLocked(j *job, now, delay int64) {
+	tr := e.jobs.traceOf(j)
+	if tr == nil {
+		return
+	}
+	if e.tclock != nil {
+		tr.ready = e.tclock.TraceNow() + delay
+	} else {
+		tr.ready = e.startWall + now + delay
 	}
 }
 
@@ -150,17 +211,25 @@ func (e *Engine) traceFreeLocked(j *job) {
 	}
 }
 
-// traceReturnedLocked tells the hook that reserved job j went back to
+// traceReturnedLocked tells the hook that j, reserved by s, went back to
 // ready without a command: timedOut for a TTR expiry, else a closed
-// session.
-func (e *Engine) traceReturnedLocked(j *job, timedOut bool) {
+// session. If that was s's reservation that ReservedTrace describes, it
+// notes that first, for ReservedUndone.
+func (e *Engine) traceReturnedLocked(s *Session, j *job, timedOut bool) {
 	if e.thook == nil || !j.traced {
 		return
 	}
+	if rt := &s.resTrace; rt.id == j.id && rt.reserves == j.reserves {
+		if timedOut {
+			rt.undone.Store(undoneTimedOut)
+		} else {
+			rt.undone.Store(undoneAbandoned)
+		}
+	}
 	if timedOut {
-		e.thook.JobTimedOut(j.id)
+		e.thook.JobTimedOut(j.id, int(j.reserves))
 	} else {
-		e.thook.JobAbandoned(j.id)
+		e.thook.JobAbandoned(j.id, int(j.reserves))
 	}
 }
 

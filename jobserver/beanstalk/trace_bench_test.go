@@ -3,6 +3,7 @@ package beanstalk
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/jobserver/clock"
@@ -12,24 +13,35 @@ import (
 // creation context on every put, behind a backlog of queued jobs (0 or
 // 10 000, as many traced as the cycled ones), and with the reservation's
 // trace read as the proxy's hook reads it: what the engine adds to a
-// traced Beanstalk job.
+// traced Beanstalk job. traced+clock has a trace hook that is a
+// TraceClock, as the proxy's is, reading the monotonic clock as the
+// tracer's lean clock does: the ready time's one reading more.
 func BenchmarkTracedCycle(b *testing.B) {
-	for _, traced := range []bool{false, true} {
+	for _, name := range []string{"untraced", "traced", "traced+clock"} {
 		for _, backlog := range []int{0, 10000} {
-			name := "untraced"
-			if traced {
-				name = "traced"
-			}
 			b.Run(name+"/backlog="+strconv.Itoa(backlog), func(b *testing.B) {
-				benchTracedCycle(b, traced, backlog)
+				benchTracedCycle(b, name != "untraced", name == "traced+clock", backlog)
 			})
 		}
 	}
 }
 
-func benchTracedCycle(b *testing.B, traced bool, backlog int) {
+// monoHook is a trace hook whose clock is a wall base plus monotonic time.
+type monoHook struct {
+	traceEvents
+	base time.Time
+	wall int64
+}
+
+func (h *monoHook) TraceNow() int64 { return h.wall + int64(time.Since(h.base)) }
+
+func benchTracedCycle(b *testing.B, traced, withClock bool, backlog int) {
 	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
 	defer e.Close()
+	if withClock {
+		now := time.Now()
+		e.SetTraceHook(&monoHook{base: now, wall: now.UnixNano()})
+	}
 	s := e.NewSession(nil)
 	defer s.Close()
 	c := testCreation(7)

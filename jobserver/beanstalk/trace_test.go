@@ -23,8 +23,8 @@ func testCreation(b byte) Creation {
 // traceEvents records a TraceHook's calls.
 type traceEvents struct{ timedOut, abandoned []uint64 }
 
-func (h *traceEvents) JobTimedOut(id uint64)  { h.timedOut = append(h.timedOut, id) }
-func (h *traceEvents) JobAbandoned(id uint64) { h.abandoned = append(h.abandoned, id) }
+func (h *traceEvents) JobTimedOut(id uint64, _ int)  { h.timedOut = append(h.timedOut, id) }
+func (h *traceEvents) JobAbandoned(id uint64, _ int) { h.abandoned = append(h.abandoned, id) }
 
 // TestTraceKeptWithJob checks that a put's creation context is kept with
 // the job only when given, follows it through release and TTR expiry, and
