@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/jobgate/jobgate/routing"
+import (
+	"slices"
+
+	"github.com/jobgate/jobgate/routing"
+)
 
 // Per-session route caches for the commands the event loop forwards most
 // (issue 6): a reserve's candidate backends and whether a backend session
@@ -8,7 +12,10 @@ import "github.com/jobgate/jobgate/routing"
 // the watch list, the reserve filter and the routing only, so they are
 // rebuilt when one of those changes (watchGen, s.rt) instead of matching
 // every watched tube's rules on every reserve. Availability (breaker,
-// health) changes by itself and is still asked each time.
+// health) changes by itself and is still asked each time. An auth
+// filter's answers change with the connection's token and the policy
+// without a watchChanged; only the loop uses these caches, and it runs no
+// command of a connection with auth (loopCan).
 
 // bgwWatchCache is a bgwSession's cache; the session's goroutine (the
 // loop, or the one running its command) owns it.
@@ -43,22 +50,13 @@ func (s *bgwSession) reserveBackends() []*routing.Backend {
 			continue
 		}
 		for _, b := range p.Backends() {
-			if serves(b) && !hasBackend(c.resv, b) {
+			if serves(b) && !slices.Contains(c.resv, b) {
 				c.resv = append(c.resv, b)
 			}
 		}
 	}
 	c.resvGen, c.resvRT = c.gen, s.rt
 	return c.resv
-}
-
-func hasBackend(list []*routing.Backend, b *routing.Backend) bool {
-	for _, x := range list {
-		if x == b {
-			return true
-		}
-	}
-	return false
 }
 
 // syncWatchCached is syncWatch with no held answer, skipped when be was
