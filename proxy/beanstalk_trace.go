@@ -152,7 +152,7 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 		}
 	case wire.Delete:
 		if r.Kind == wire.Deleted {
-			bt.take(ct.sess, cmd.ID).Complete()
+			bt.deleted(ct.sess, cmd.ID)
 		}
 	case wire.Release:
 		switch r.Kind {
@@ -239,6 +239,27 @@ func (bt *beanstalkTrace) take(owner *engine.Session, id uint64) tracing.Process
 	}
 	bt.mu.Unlock()
 	return o.p
+}
+
+// deleted ends the spans of job id, which by's delete removed: by's own
+// reservation's completes; any other, whose connection's release or bury
+// never reported (its reply lost with the connection while the journal
+// held it) and which nothing else will end, the job and its id being gone
+// for good, ends as lost.
+func (bt *beanstalkTrace) deleted(by *engine.Session, id uint64) {
+	bt.mu.Lock()
+	o := bt.open[id]
+	e := bt.ending[id]
+	delete(bt.open, id)
+	delete(bt.ending, id)
+	bt.mu.Unlock()
+	for _, x := range [2]openProcess{o, e} {
+		if x.owner == by {
+			x.p.Complete()
+		} else {
+			x.p.Fail(tracing.ErrorWorkerLost)
+		}
+	}
 }
 
 // JobTimedOut ends the process span of a job whose TTR ran out. It runs

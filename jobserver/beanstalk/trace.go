@@ -98,7 +98,7 @@ func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 		Creation: tr.creation,
 		Tube:     j.tube.name,
 		Reserves: int(j.reserves),
-		Ready:    time.Unix(0, tr.ready),
+		Ready:    readyTime(tr.ready),
 		BodySize: len(j.body),
 	}, true
 }
@@ -119,7 +119,7 @@ func (s *Session) ReservedTrace(id uint64) (JobTrace, bool) {
 		Creation: rt.creation,
 		Tube:     rt.tube,
 		Reserves: int(rt.reserves),
-		Ready:    time.Unix(0, rt.ready),
+		Ready:    readyTime(rt.ready),
 		BodySize: rt.bodySize,
 	}, true
 }
@@ -238,3 +238,13 @@ func (e *Engine) traceReturnedLocked(s *Session, j *job, timedOut bool) {
 // use changes the tube, so it needs no lock (a traced put took the
 // engine's lock once more for it, contended by the other event loop).
 func (s *Session) Using() string { return s.use.name }
+
+// readyTime is a kept ready time as a time.Time: the zero Time for 0, a
+// job that has not become ready since it was restored (a buried job
+// reserved with reserve-job after a restart), whose queue wait is unknown.
+func readyTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}

@@ -101,6 +101,32 @@ func TestTraceJournaled(t *testing.T) {
 	}
 }
 
+// TestTraceBuriedAfterRestart: a traced job buried before a restart has
+// not become ready since, so its queue wait is unknown: a reserve-job of
+// it after the restart gives the zero Ready (no wait attribute), not the
+// Unix epoch.
+func TestTraceBuriedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	in := openDurable(t, dir, testStart, journal.Options{Sync: journal.Always})
+	c := newConn(t, in.e)
+	c.s.SetCreation(testCreation(9))
+	id := c.put(1, 0, 30, "buried")
+	c.id(wire.ReserveJob, id)
+	c.want(wire.Command{Verb: wire.Bury, ID: id, Pri: 1}, wire.Buried)
+	in.stop()
+
+	in = openDurable(t, dir, testStart.Add(time.Minute), journal.Options{})
+	c = newConn(t, in.e)
+	c.id(wire.ReserveJob, id)
+	jt, ok := c.s.ReservedTrace(id)
+	if !ok || jt.Creation != testCreation(9) || !jt.Ready.IsZero() {
+		t.Fatalf("reserve-job of a job buried before the restart: %+v, %v; want its creation and a zero Ready", jt, ok)
+	}
+	if jt2, _ := in.e.JobTrace(id); !jt2.Ready.IsZero() {
+		t.Fatalf("JobTrace Ready %v, want zero", jt2.Ready)
+	}
+}
+
 // TestTracedJobMemory measures the heap of a queued 100-byte job without
 // and with a creation context: tracing off must cost nothing per job (the
 // 96-byte job struct does not grow), and a traced job pays for its
