@@ -504,6 +504,9 @@ func (l *beanstalkLoop) close(b *bloopConn) {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
+	if b.waiting && l.srv.trace != nil {
+		l.srv.trace.unanswered(b.sess, &b.pcmd) // its reply is lost with the connection
+	}
 	b.sess.Close()
 	if !b.dead && b.pending() > 0 {
 		b.writeOut()

@@ -152,7 +152,7 @@ func (bt *beanstalkTrace) after(ct *beanstalkConnTrace, cmd *wire.Command, r *wi
 		}
 	case wire.Delete:
 		if r.Kind == wire.Deleted {
-			bt.deleted(ct.sess, cmd.ID)
+			bt.take(ct.sess, cmd.ID).Complete()
 		}
 	case wire.Release:
 		switch r.Kind {
@@ -241,24 +241,15 @@ func (bt *beanstalkTrace) take(owner *engine.Session, id uint64) tracing.Process
 	return o.p
 }
 
-// deleted ends the spans of job id, which by's delete removed: by's own
-// reservation's completes; any other, whose connection's release or bury
-// never reported (its reply lost with the connection while the journal
-// held it) and which nothing else will end, the job and its id being gone
-// for good, ends as lost.
-func (bt *beanstalkTrace) deleted(by *engine.Session, id uint64) {
-	bt.mu.Lock()
-	o := bt.open[id]
-	e := bt.ending[id]
-	delete(bt.open, id)
-	delete(bt.ending, id)
-	bt.mu.Unlock()
-	for _, x := range [2]openProcess{o, e} {
-		if x.owner == by {
-			x.p.Complete()
-		} else {
-			x.p.Fail(tracing.ErrorWorkerLost)
-		}
+// unanswered ends the span a command concerned whose reply its connection
+// never got: the connection closed (broken, cut off, or at shutdown) while
+// the command waited for the journal. A delete, release or bury may still
+// take effect, but this connection will never say how it went, and its
+// job may be deleted by another before any later event names it.
+func (bt *beanstalkTrace) unanswered(by *engine.Session, cmd *wire.Command) {
+	switch cmd.Verb {
+	case wire.Delete, wire.Release, wire.Bury:
+		bt.take(by, cmd.ID).Fail(tracing.ErrorWorkerLost)
 	}
 }
 
