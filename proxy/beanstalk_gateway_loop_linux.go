@@ -21,7 +21,7 @@ import (
 // is built as beanstalkLoop is: read each ready socket once, run what it
 // brought, write each connection that got output once per batch.
 //
-// Ownership: the loop goroutine owns conns, ups, dirty and every loop
+// Ownership: the loop goroutine owns slots, ups, dirty and every loop
 // connection's fields but off while a goroutine has it (then that
 // goroutine owns the connection's output and session), signaled and
 // closeReq. Other goroutines reach the loop only through mu and the
@@ -32,14 +32,13 @@ type bgwLoop struct {
 	poll *epoll.Poller
 	wake *epoll.EventFD
 
-	conns  []*bgwLoopConn // loop only; by slot, the epoll id
-	free   []int32        // loop only
-	ups    []bgwUp        // loop only; by upstream slot
-	upFree []int32        // loop only
-	ntimed int            // loop only: upstream sessions with an I/O timeout
-	swept  time.Time      // loop only: the last sweep of upstream timeouts
-	dirty  []*bgwLoopConn // loop only; connections with output to write
-	spare  []*bgwLoopConn // loop only; dirty's other buffer
+	slots  loopSlots[*bgwLoopConn] // loop only
+	ups    []bgwUp                 // loop only; by upstream slot
+	upFree []int32                 // loop only
+	ntimed int                     // loop only: upstream sessions with an I/O timeout
+	swept  time.Time               // loop only: the last sweep of upstream timeouts
+	dirty  []*bgwLoopConn          // loop only; connections with output to write
+	spare  []*bgwLoopConn          // loop only; dirty's other buffer
 	evs    [256]syscall.EpollEvent
 
 	mu       sync.Mutex
@@ -272,7 +271,7 @@ func (l *bgwLoop) run() {
 			case ev.Fd == wakeID:
 				l.wake.Drain()
 			case ev.Fd >= 0:
-				if b := l.conns[ev.Fd]; b != nil {
+				if b := l.slots.conns[ev.Fd]; b != nil {
 					l.event(b, ev.Events)
 				}
 			default:
@@ -479,7 +478,7 @@ func (l *bgwLoop) housekeep() bool {
 	if !stopping {
 		return false
 	}
-	for _, b := range l.conns {
+	for _, b := range l.slots.conns {
 		if b != nil && !b.off {
 			l.close(b)
 		}
@@ -522,14 +521,7 @@ func (l *bgwLoop) housekeep() bool {
 
 // register adds b to the poller and puts it under the timeouts.
 func (l *bgwLoop) register(b *bgwLoopConn) {
-	if n := len(l.free); n > 0 {
-		b.slot = l.free[n-1]
-		l.free = l.free[:n-1]
-	} else {
-		b.slot = int32(len(l.conns))
-		l.conns = append(l.conns, nil)
-	}
-	l.conns[b.slot] = b
+	b.slot = l.slots.add(b)
 	b.events = epoll.In | epoll.Err
 	if err := l.poll.Add(b.fd, b.events, b.slot); err != nil {
 		l.srv.log.Debug("beanstalk gateway epoll add", "err", err)
@@ -562,9 +554,6 @@ func (l *bgwLoop) close(b *bgwLoopConn) {
 	b.out, b.in = nil, nil
 	l.srv.guard.unwatch(&b.c.watch)
 	l.poll.Del(b.fd)
-	if l.conns[b.slot] == b {
-		l.conns[b.slot] = nil
-		l.free = append(l.free, b.slot)
-	}
+	l.slots.remove(b.slot, b)
 	l.release(b)
 }

@@ -32,7 +32,7 @@ import (
 // once the read-ahead buffer is full reading stops, and a hang-up is
 // noticed only when the reply is written, as on a connection goroutine.
 //
-// Ownership: the loop goroutine owns conns, free, dirty and every loop
+// Ownership: the loop goroutine owns slots, dirty and every loop
 // connection's fields but signaled and closeReq. Other goroutines (the
 // engine's timers, the sweeper, Serve, Shutdown) reach it only through mu
 // and the eventfd, which is signalled under mu and closed under mu once
@@ -43,10 +43,9 @@ type beanstalkLoop struct {
 	poll *epoll.Poller
 	wake *epoll.EventFD
 
-	conns []*bloopConn // loop only; by slot, which is the epoll event id
-	free  []int32      // loop only; unused slots
-	dirty []*bloopConn // loop only; connections with replies to write
-	spare []*bloopConn // loop only; dirty's other buffer
+	slots loopSlots[*bloopConn] // loop only
+	dirty []*bloopConn          // loop only; connections with replies to write
+	spare []*bloopConn          // loop only; dirty's other buffer
 	evs   [256]syscall.EpollEvent
 	// execAsync, loop only: the batch ran ExecAsync, so the engine may
 	// hold journal records for the loop to write (housekeep).
@@ -277,7 +276,7 @@ func (l *beanstalkLoop) run() {
 				l.wake.Drain()
 				continue
 			}
-			if b := l.conns[ev.Fd]; b != nil {
+			if b := l.slots.conns[ev.Fd]; b != nil {
 				l.event(b, ev.Events)
 			}
 		}
@@ -350,7 +349,7 @@ func (l *beanstalkLoop) housekeep() bool {
 	if !stopping {
 		return false
 	}
-	for _, b := range l.conns {
+	for _, b := range l.slots.conns {
 		if b != nil {
 			l.close(b)
 		}
@@ -373,14 +372,7 @@ func (l *beanstalkLoop) housekeep() bool {
 
 // register adds b to the poller and puts it under the timeouts.
 func (l *beanstalkLoop) register(b *bloopConn) {
-	if n := len(l.free); n > 0 {
-		b.slot = l.free[n-1]
-		l.free = l.free[:n-1]
-	} else {
-		b.slot = int32(len(l.conns))
-		l.conns = append(l.conns, nil)
-	}
-	l.conns[b.slot] = b
+	b.slot = l.slots.add(b)
 	b.events = epoll.In | epoll.Err
 	if err := l.poll.Add(b.fd, b.events, b.slot); err != nil {
 		l.srv.log.Debug("beanstalk epoll add", "err", err)
@@ -517,9 +509,6 @@ func (l *beanstalkLoop) close(b *bloopConn) {
 	l.poll.Del(b.fd)
 	syscall.Close(b.fd)
 	b.c.nc.Close() // frees its slot under the connection limits
-	if l.conns[b.slot] == b {
-		l.conns[b.slot] = nil
-		l.free = append(l.free, b.slot)
-	}
+	l.slots.remove(b.slot, b)
 	l.srv.dropConn(b.c)
 }

@@ -24,7 +24,7 @@ import (
 // output with one write: replies to its own requests and packets other
 // connections caused (JOB_ASSIGN, WORK_COMPLETE, NOOP) alike.
 //
-// Ownership: the loop goroutine owns conns, free, the dirty batch it
+// Ownership: the loop goroutine owns slots, the dirty batch it
 // flushes, and each loop connection's reader, fd and closed flag. Other
 // goroutines (the engine's timer, Shutdown, Serve) reach it only through
 // l.mu and the eventfd. Lock order: engine lock, gearmanConn.mu,
@@ -34,9 +34,8 @@ type gearmanLoop struct {
 	poll *epoll.Poller
 	wake *epoll.EventFD
 
-	conns []*gearmanConn // loop only; by slot, which is the epoll event id
-	free  []int32        // loop only; unused slots
-	batch []*gearmanConn // loop only; the dirty list being flushed
+	slots loopSlots[*gearmanConn] // loop only
+	batch []*gearmanConn          // loop only; the dirty list being flushed
 	evs   [256]syscall.EpollEvent
 	// engineUsed, loop only: the batch handed requests to the local
 	// engine, which may hold journal records for the loop (housekeep).
@@ -160,7 +159,7 @@ func (l *gearmanLoop) run() {
 				l.upReady(ev.Fd, ev.Events)
 				continue
 			}
-			c := l.conns[ev.Fd]
+			c := l.slots.conns[ev.Fd]
 			if c == nil {
 				continue
 			}
@@ -203,7 +202,7 @@ func (l *gearmanLoop) housekeep() bool {
 	if !stopping {
 		return false
 	}
-	for _, c := range l.conns {
+	for _, c := range l.slots.conns {
 		if c != nil {
 			l.close(c)
 		}
@@ -226,14 +225,7 @@ func (l *gearmanLoop) housekeep() bool {
 
 // register adds c to the poller.
 func (l *gearmanLoop) register(c *gearmanConn) {
-	if n := len(l.free); n > 0 {
-		c.slot = l.free[n-1]
-		l.free = l.free[:n-1]
-	} else {
-		c.slot = int32(len(l.conns))
-		l.conns = append(l.conns, nil)
-	}
-	l.conns[c.slot] = c
+	c.slot = l.slots.add(c)
 	if err := l.poll.Add(c.fd, epoll.In|epoll.Err, c.slot); err != nil {
 		l.srv.log.Debug("gearman epoll add", "err", err)
 		l.close(c)
@@ -387,8 +379,7 @@ func (l *gearmanLoop) close(c *gearmanConn) {
 	l.poll.Del(c.fd)
 	syscall.Close(c.fd)
 	c.nc.Close() // frees its slot under the connection limits
-	l.conns[c.slot] = nil
-	l.free = append(l.free, c.slot)
+	l.slots.remove(c.slot, c)
 	l.srv.removeConn(c)
 	l.srv.wg.Done()
 }
