@@ -11,7 +11,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
@@ -158,8 +157,10 @@ func (s *BeanstalkServer) Addr() net.Addr {
 	return s.addr
 }
 
-// Serve accepts connections on l until Shutdown, then returns nil; it
-// returns the accept error if l fails otherwise. It closes l.
+// Serve accepts connections on l until Shutdown (or a drain closes l),
+// then returns nil. Accept errors such as running out of file descriptors
+// are logged and retried with a backoff; l closed by someone else ends
+// Serve with an error. It closes l.
 func (s *BeanstalkServer) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.shutdown {
@@ -178,38 +179,22 @@ func (s *BeanstalkServer) Serve(l net.Listener) error {
 		l.Close()
 	}()
 
-	var backoff time.Duration
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			s.mu.Lock()
-			_, open := s.lns[l]
-			down := s.shutdown || !open // Shutdown, or Drain closed it
-			s.mu.Unlock()
-			if down {
-				return nil
-			}
-			// Out of file descriptors and the like: wait and retry, as
-			// net/http does, rather than give up the listener.
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("beanstalk accept", "err", err, "retry_in", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
+	closed := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, open := s.lns[l]
+		return s.shutdown || !open // Shutdown, or Drain closed it
+	}
+	return acceptLoop(l, "beanstalk", s.log, closed, func(nc net.Conn) bool {
 		c := s.newConn(nc)
 		if c == nil {
-			nc.Close()
-			return nil
+			return false
 		}
 		if !s.serveOnLoop(c) {
 			go c.serve()
 		}
-	}
+		return true
+	})
 }
 
 // Shutdown stops accepting, closes every connection (their reserved jobs go

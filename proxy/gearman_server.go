@@ -3,7 +3,6 @@ package proxy
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -275,33 +274,16 @@ func (s *GearmanServer) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
-	var delay time.Duration
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			s.mu.Lock()
-			closing := s.closing
-			_, open := s.listeners[l]
-			s.mu.Unlock()
-			if closing || !open {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("gearman accept: %w", err)
-			}
-			// Out of file descriptors and the like: back off and keep
-			// serving the connections we have.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("gearman accept", "err", err, "retry_in", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		if !s.startConn(nc) {
-			nc.Close()
-			return nil
-		}
+	closed := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, open := s.listeners[l]
+		return s.closing || !open
 	}
+	if err := acceptLoop(l, "gearman", s.log, closed, s.startConn); err != nil {
+		return fmt.Errorf("gearman accept: %w", err)
+	}
+	return nil
 }
 
 // Shutdown stops accepting, closes every connection and waits for their
