@@ -90,17 +90,43 @@ type restoredRec struct {
 	data string
 }
 
-func TestHandoffReplayAttach(t *testing.T) {
+// openTestHandoff writes the test log (writeHandoffLog) to a new
+// directory and opens it with rules; the Handoff is closed at the end of
+// the test.
+func openTestHandoff(t *testing.T, rules HandoffRules) (*Handoff, string) {
+	t.Helper()
 	dir := t.TempDir()
 	writeHandoffLog(t, dir)
-	h, rep, err := OpenHandoff(dir, Options{Logger: quietLogger}, testRules)
+	h, _, err := OpenHandoff(dir, Options{Logger: quietLogger}, rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
-	if rep.Records != 9 {
-		t.Fatalf("replayed %d records, want 9", rep.Records)
+	t.Cleanup(func() { h.Close() })
+	return h, dir
+}
+
+// attachAll attaches h with snapshot and checks that it restored want, in
+// that order, and counts restored keys.
+func attachAll(t *testing.T, h *Handoff, snapshot func(uint64, func([]byte)), want []restoredRec, restored int) {
+	t.Helper()
+	var got []restoredRec
+	err := h.Attach(func(key uint64, data []byte) error {
+		got = append(got, restoredRec{key, string(data)})
+		return nil
+	}, snapshot)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored %v, want %v", got, want)
+	}
+	if n := h.Restored(); n != restored {
+		t.Fatalf("Restored() = %d, want %d", n, restored)
+	}
+}
+
+func TestHandoffReplayAttach(t *testing.T) {
+	h, dir := openTestHandoff(t, testRules)
 	if n := h.Restored(); n != 0 {
 		t.Fatalf("Restored() before Attach = %d, want 0", n)
 	}
@@ -115,27 +141,13 @@ func TestHandoffReplayAttach(t *testing.T) {
 		t.Fatalf("after a compaction before Attach: %v, want %v", got, want)
 	}
 
-	var got []restoredRec
-	var snapped []uint64
-	err = h.Attach(func(key uint64, data []byte) error {
-		got = append(got, restoredRec{key, string(data)})
-		return nil
-	}, func(key uint64, put func([]byte)) {
-		snapped = append(snapped, key)
-		put(fmt.Appendf(nil, "engine%d", key))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The counter first, past the highest key the log mentions (9), then
 	// the live keys in ascending order.
-	wantRestored := []restoredRec{{0, "c9"}, {1, "a"}, {2, "b+u2"}, {7, "g"}}
-	if fmt.Sprint(got) != fmt.Sprint(wantRestored) {
-		t.Fatalf("restored %v, want %v", got, wantRestored)
-	}
-	if n := h.Restored(); n != 3 {
-		t.Fatalf("Restored() = %d, want 3", n)
-	}
+	var snapped []uint64
+	attachAll(t, h, func(key uint64, put func([]byte)) {
+		snapped = append(snapped, key)
+		put(fmt.Appendf(nil, "engine%d", key))
+	}, []restoredRec{{0, "c9"}, {1, "a"}, {2, "b+u2"}, {7, "g"}}, 3)
 	if err := h.Attach(func(uint64, []byte) error { return nil }, nil); !errors.Is(err, errTestAttached) {
 		t.Fatalf("second Attach: %v, want %v", err, errTestAttached)
 	}
@@ -154,15 +166,9 @@ func TestHandoffReplayAttach(t *testing.T) {
 }
 
 func TestHandoffAttachError(t *testing.T) {
-	dir := t.TempDir()
-	writeHandoffLog(t, dir)
-	h, _, err := OpenHandoff(dir, Options{Logger: quietLogger}, testRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h, _ := openTestHandoff(t, testRules)
 	errRestore := errors.New("restore failed")
-	err = h.Attach(func(key uint64, _ []byte) error {
+	err := h.Attach(func(key uint64, _ []byte) error {
 		if key == 2 {
 			return errRestore
 		}
@@ -186,28 +192,9 @@ func TestHandoffAttachError(t *testing.T) {
 }
 
 func TestHandoffNoMergeNoCounter(t *testing.T) {
-	dir := t.TempDir()
-	writeHandoffLog(t, dir)
-	h, _, err := OpenHandoff(dir, Options{Logger: quietLogger}, HandoffRules{ErrAttached: errTestAttached})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	var got []restoredRec
-	if err := h.Attach(func(key uint64, data []byte) error {
-		got = append(got, restoredRec{key, string(data)})
-		return nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
+	h, _ := openTestHandoff(t, HandoffRules{ErrAttached: errTestAttached})
 	// Updates are ignored and key 0 is an ordinary key.
-	wantRestored := []restoredRec{{0, "c5"}, {1, "a"}, {2, "b"}, {7, "g"}}
-	if fmt.Sprint(got) != fmt.Sprint(wantRestored) {
-		t.Fatalf("restored %v, want %v", got, wantRestored)
-	}
-	if n := h.Restored(); n != 4 {
-		t.Fatalf("Restored() = %d, want 4", n)
-	}
+	attachAll(t, h, nil, []restoredRec{{0, "c5"}, {1, "a"}, {2, "b"}, {7, "g"}}, 4)
 }
 
 func TestHandoffMergeError(t *testing.T) {
