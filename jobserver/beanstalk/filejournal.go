@@ -13,10 +13,8 @@ const JournalDir = "beanstalk"
 
 // FileJournal is the Beanstalk engine's journal on disk: a journal.Journal
 // plus the state replayed from it, kept until the engine takes it over
-// (Config.Journal, Attach). Its other methods are journal.Handoff's:
-// Attach (called by New), Restored (the jobs New got back, for the
-// start-up log line), Journal (for Stats, Sync and Compact), WriteQueued
-// and Close (after the engine is done).
+// (Config.Journal, Attach). Attach, Restored (for the start-up log line),
+// Journal, WriteQueued and Close are journal.Handoff's.
 //
 // Use (cmd/jobgate):
 //
@@ -31,8 +29,7 @@ type FileJournal struct {
 	*handoff
 }
 
-// handoff names journal.Handoff so that FileJournal embeds it under an
-// unexported field name and still has its methods.
+// handoff lets FileJournal embed journal.Handoff as an unexported field.
 type handoff = journal.Handoff
 
 var _ Journal = (*FileJournal)(nil)
@@ -94,8 +91,7 @@ func (fj *FileJournal) AppendQuiet(rec journal.Record) (Ticket, error) {
 	return ticket(fj.Journal().AppendQuiet(rec))
 }
 
-// ticket returns a nil Ticket on error: a zero journal.Ticket in the
-// interface would not compare equal to nil.
+// ticket returns a nil Ticket on error, not a zero journal.Ticket.
 func ticket(t journal.Ticket, err error) (Ticket, error) {
 	if err != nil {
 		return nil, err

@@ -6,19 +6,13 @@ import (
 )
 
 // Handoff is a Journal plus the state replayed from it, kept until one
-// engine takes it over (Attach): both engines' FileJournal are a Handoff
-// with their own HandoffRules. Before Attach compaction is served from the
-// replayed state, after it by the engine's snapshot function. All methods
-// are safe for concurrent use.
-//
-// Key 0 is the engine's id counter when HandoffRules.Counter is set (both
-// engines number jobs from 1).
+// engine takes it over (Attach); compaction is served from that state
+// before, by the engine after. Both engines' FileJournal are one, with
+// their own HandoffRules. All methods are safe for concurrent use.
 type Handoff struct {
 	j     *Journal
 	rules HandoffRules
 
-	// live and maxKey are filled by replay inside OpenHandoff, before any
-	// other goroutine can see the Handoff.
 	mu       sync.Mutex
 	live     map[uint64]replayed                     // guarded by mu; replayed state until Attach
 	maxKey   uint64                                  // guarded by mu; the highest key of any replayed record
@@ -30,32 +24,27 @@ type Handoff struct {
 // HandoffRules is what an engine's records mean to a Handoff: the rest
 // (Full replaces, Delete removes) is the same for every engine.
 type HandoffRules struct {
-	// ErrAttached is what a second Attach returns: one journal serves one
-	// engine.
+	// ErrAttached is what a second Attach returns: one journal, one engine.
 	ErrAttached error
 	// Merge returns a key's Full record with an Update applied. The
 	// Handoff keeps only a key's latest Update since its Full, so an
 	// engine's Update must replace whatever its earlier ones carried. nil:
 	// the engine writes no Update records, and one is ignored.
 	Merge func(full, upd []byte) ([]byte, error)
-	// Counter, if set, returns the record Attach restores first under key
-	// 0, given the highest key any replayed record had (deleted ones
-	// included, so that ids are never reused) and the replayed Full record
-	// of key 0 (nil if none). It returns nil to restore none. Key 0 then
-	// does not count as restored.
+	// Counter, if set, makes key 0 the engine's id counter: it returns the
+	// record Attach restores first (nil: none) from the highest key of any
+	// replayed record, deleted ones included, and key 0's replayed Full.
 	Counter func(maxKey uint64, rec []byte) []byte
 }
 
-// replayed is one live key during replay: its latest Full record and the
-// latest Update since, if any.
+// replayed is a live key's latest Full record and latest Update since.
 type replayed struct {
 	full, upd []byte
 }
 
 // OpenHandoff opens (creating it if needed) the journal in dir and
 // replays it into the Handoff. opts is passed to Open, except Snapshot,
-// which the engine provides through Attach. The report says what was
-// found on disk, damage included (logged to opts.Logger, not an error).
+// which the engine provides through Attach.
 func OpenHandoff(dir string, opts Options, rules HandoffRules) (*Handoff, ReplayReport, error) {
 	h := &Handoff{rules: rules, live: make(map[uint64]replayed)}
 	opts.Snapshot = h.snapshot
@@ -68,7 +57,7 @@ func OpenHandoff(dir string, opts Options, rules HandoffRules) (*Handoff, Replay
 }
 
 // replay applies one record by the rules of the package (doc.go). It runs
-// inside OpenHandoff.
+// inside OpenHandoff, before any other goroutine can see h.
 func (h *Handoff) replay(r Record) error {
 	h.maxKey = max(h.maxKey, r.Key)
 	switch r.Kind {
@@ -93,13 +82,10 @@ func (h *Handoff) merged(s replayed) ([]byte, error) {
 	return h.rules.Merge(s.full, s.upd)
 }
 
-// Attach hands the replayed state to the engine, once: it calls restore
-// with the counter record (HandoffRules.Counter), then with every other
-// live key in ascending order and its Full record with its Update
-// applied; restore may keep data. Then snapshot becomes the function
-// compaction calls to rewrite a key (Options.Snapshot). An error from
-// restore is returned as it is; the keys restored before it are no longer
-// held.
+// Attach hands the replayed state to the engine, once: restore gets the
+// counter, then every live key in ascending order with its Update merged,
+// and may keep data; then snapshot serves compaction (Options.Snapshot).
+// An error from restore is returned; the keys restored before it are gone.
 func (h *Handoff) Attach(restore func(key uint64, data []byte) error, snapshot func(key uint64, put func(data []byte))) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -155,16 +141,14 @@ func (h *Handoff) snapshot(key uint64, put func(data []byte)) {
 	}
 }
 
-// Restored returns the number of keys Attach handed to the engine (0
-// before it), the counter aside, for the start-up log line.
+// Restored returns the number of keys Attach restored, the counter aside.
 func (h *Handoff) Restored() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.restored
 }
 
-// Journal returns the underlying journal, for appends, Stats, Sync and
-// Compact.
+// Journal returns the underlying journal, for appends, Stats and Compact.
 func (h *Handoff) Journal() *Journal { return h.j }
 
 // WriteQueued writes what is queued on the caller's goroutine when it
