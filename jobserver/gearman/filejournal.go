@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"path/filepath"
-	"slices"
-	"sync"
 
 	"github.com/jobgate/jobgate/jobserver/journal"
 )
@@ -16,7 +14,8 @@ const JournalDir = "gearman"
 
 // FileJournal is the Gearman engine's journal on disk: a journal.Journal
 // plus the state replayed from it, kept until the engine takes it over
-// (Config.Journal, Attach).
+// (Config.Journal, Attach). Attach, Restored (for the start-up log line),
+// Journal, WriteQueued and Close are journal.Handoff's.
 //
 // Use (cmd/jobgate):
 //
@@ -27,23 +26,21 @@ const JournalDir = "gearman"
 //	srv.Shutdown(ctx)
 //	fj.Close()
 type FileJournal struct {
-	j *journal.Journal
-
-	// live and maxKey are filled by replay inside OpenJournal, before
-	// any other goroutine can see fj.
-	mu       sync.Mutex
-	live     map[uint64][]byte                       // guarded by mu; replayed state until Attach
-	maxKey   uint64                                  // guarded by mu; the highest key of any replayed record
-	snap     func(key uint64, put func(data []byte)) // guarded by mu; the engine's, after Attach
-	attached bool                                    // guarded by mu
-	restored int                                     // guarded by mu; jobs handed to the engine
+	*handoff
 }
+
+// handoff lets FileJournal embed journal.Handoff as an unexported field.
+type handoff = journal.Handoff
 
 var _ Journal = (*FileJournal)(nil)
 
 // errAttached is returned by a second Attach: one journal serves one
 // engine.
 var errAttached = errors.New("gearman: journal already attached to an engine")
+
+// handoffRules says how the engine's records replay: the engine writes no
+// Update records (one is ignored), and key 0 is the handle counter.
+var handoffRules = journal.HandoffRules{ErrAttached: errAttached, Counter: restoredCounter}
 
 // OpenJournal opens (creating it if needed) the journal in
 // dataDir/JournalDir and replays it. opts is passed to journal.Open, except
@@ -52,115 +49,44 @@ var errAttached = errors.New("gearman: journal already attached to an engine")
 // error). Pass the FileJournal as Config.Journal to exactly one engine,
 // and Close it after the engine's Stop (GearmanServer.Shutdown).
 func OpenJournal(dataDir string, opts journal.Options) (*FileJournal, journal.ReplayReport, error) {
-	fj := &FileJournal{live: make(map[uint64][]byte)}
-	opts.Snapshot = fj.snapshot
-	j, rep, err := journal.Open(filepath.Join(dataDir, JournalDir), opts, fj.replay)
+	h, rep, err := journal.OpenHandoff(filepath.Join(dataDir, JournalDir), opts, handoffRules)
 	if err != nil {
 		return nil, rep, err
 	}
-	fj.j = j
-	return fj, rep, nil
+	return &FileJournal{h}, rep, nil
 }
 
-// replay applies one record by the rules of package journal. The engine
-// writes no Update records; one would be ignored.
-func (fj *FileJournal) replay(r journal.Record) error {
-	fj.maxKey = max(fj.maxKey, r.Key)
-	switch r.Kind {
-	case journal.Full:
-		fj.live[r.Key] = append([]byte(nil), r.Data...) // r.Data is reused
-	case journal.Delete:
-		delete(fj.live, r.Key)
+// restoredCounter is the handle counter record Attach restores. Handles
+// must not be reused: the counter goes past every key the log still
+// mentions, deleted ones included (the counter record covers those
+// compaction removed). A log that mentions no job keeps its counter record
+// as it is.
+func restoredCounter(maxKey uint64, rec []byte) []byte {
+	if maxKey == 0 {
+		return rec
 	}
-	return nil
-}
-
-// Attach hands the replayed state to the engine (see Journal).
-func (fj *FileJournal) Attach(restore func(key uint64, data []byte) error, snapshot func(key uint64, put func(data []byte))) error {
-	fj.mu.Lock()
-	defer fj.mu.Unlock()
-	if fj.attached {
-		return errAttached
-	}
-	// Handles must not be reused: the counter goes past every key the
-	// log still mentions, deleted ones included (the counter record
-	// covers those compaction removed).
-	if fj.maxKey > 0 {
-		last := fj.maxKey
-		if c, ok := fj.live[counterKey]; ok && len(c) > 1 {
-			if n, k := binary.Uvarint(c[1:]); k > 0 {
-				last = max(last, n)
-			}
-		}
-		fj.live[counterKey] = appendCounterRecord(nil, last)
-	}
-	keys := make([]uint64, 0, len(fj.live))
-	for k := range fj.live {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if err := restore(k, fj.live[k]); err != nil {
-			return err
-		}
-		if k != counterKey {
-			fj.restored++
+	if len(rec) > 1 {
+		if n, k := binary.Uvarint(rec[1:]); k > 0 {
+			maxKey = max(maxKey, n)
 		}
 	}
-	fj.live = nil
-	fj.snap = snapshot
-	fj.attached = true
-	return nil
-}
-
-// snapshot is the journal's compaction callback: the engine's once
-// attached, the replayed state before (a compaction cannot run before
-// anything is appended, but if one did it must not lose a job).
-func (fj *FileJournal) snapshot(key uint64, put func(data []byte)) {
-	fj.mu.Lock()
-	if f := fj.snap; f != nil {
-		fj.mu.Unlock()
-		f(key, put)
-		return
-	}
-	defer fj.mu.Unlock()
-	if d, ok := fj.live[key]; ok {
-		put(d)
-	}
+	return appendCounterRecord(nil, maxKey)
 }
 
 // AppendAsync queues rec (see Journal).
 func (fj *FileJournal) AppendAsync(rec journal.Record) (Ticket, error) {
-	t, err := fj.j.AppendAsync(rec)
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return ticket(fj.Journal().AppendAsync(rec))
 }
 
 // AppendQuiet queues rec without waking the writer (see QuietJournal).
 func (fj *FileJournal) AppendQuiet(rec journal.Record) (Ticket, error) {
-	t, err := fj.j.AppendQuiet(rec)
+	return ticket(fj.Journal().AppendQuiet(rec))
+}
+
+// ticket returns a nil Ticket on error, not a zero journal.Ticket.
+func ticket(t journal.Ticket, err error) (Ticket, error) {
 	if err != nil {
 		return nil, err
 	}
 	return t, nil
 }
-
-// WriteQueued writes what is queued on the caller's goroutine when it
-// needs no fsync (see QuietJournal).
-func (fj *FileJournal) WriteQueued() bool { return fj.j.WriteQueued() }
-
-// Restored returns the number of jobs the engine got back from the
-// journal (0 before New), for the start-up log line.
-func (fj *FileJournal) Restored() int {
-	fj.mu.Lock()
-	defer fj.mu.Unlock()
-	return fj.restored
-}
-
-// Journal returns the underlying journal, for Stats, Sync and Compact.
-func (fj *FileJournal) Journal() *journal.Journal { return fj.j }
-
-// Close flushes, fsyncs and closes the journal (journal.Journal.Close).
-func (fj *FileJournal) Close() error { return fj.j.Close() }

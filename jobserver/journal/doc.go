@@ -46,6 +46,11 @@
 // below), and they are always either followed by a newer Full of the key
 // or belong to a key that was dead anyway.
 //
+// Handoff does that for an engine: OpenHandoff replays into a map of live
+// records, and Attach hands them to the engine once (its id counter first,
+// then in key order); HandoffRules says how the engine's Update applies.
+// Both engines' FileJournal are one.
+//
 // # Damage
 //
 // Each record carries a CRC-32C over its length, kind, key and data. A
