@@ -148,8 +148,8 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 			send.End()
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
-		if id := sess.LastJob(); id != 0 && sess.LastJobTraced() {
-			gt.assigned(id, t, start)
+		if jt, ok := sess.LastJobTrace(); ok {
+			gt.assigned(sess.LastJob(), jt, t, start)
 		}
 	case t == codec.WorkStatus || t == codec.WorkData || t == codec.WorkWarning ||
 		t == codec.WorkComplete || t == codec.WorkFail || t == codec.WorkException:
@@ -160,13 +160,10 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	return nil
 }
 
-// assigned starts the receive and process spans of job id, just handed
-// to a worker by a grab of type t sent at start.
-func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
-	jt, ok := gt.eng.JobTrace(id)
-	if !ok {
-		return // submitted while tracing was off, or not sampled
-	}
+// assigned starts the receive and process spans of traced job id (jt,
+// as the engine gave it with the grab: no second look-up under its
+// lock), just handed to a worker by a grab of type t sent at start.
+func (gt *gearmanTrace) assigned(id uint64, jt gearman.JobTrace, t codec.Type, start time.Time) {
 	cr := tracing.Creation(jt.Creation)
 	op := "JOB_ASSIGN"
 	switch t {
