@@ -260,6 +260,7 @@ func (e *Engine) restore() error {
 		e.jobs[j.id] = j
 		j.fn.addUnique(j)
 		e.place(j, ats[i])
+		e.traceRestored(j)
 	}
 	// Record the counter now, so that a compaction that removes the
 	// records of the highest handles still leaves it.

@@ -144,13 +144,17 @@ type AssignHook interface {
 
 // SetTraceHook makes h (nil: none) receive traced jobs' returns, and
 // their assignments if it is an AssignHook; if it is a TraceClock, traced
-// jobs' ready times are read from it.
+// jobs' ready times are read from it, and the traced jobs restored from
+// the journal become ready now on it.
 func (e *Engine) SetTraceHook(h TraceHook) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.thook = h
 	e.ahook, _ = h.(AssignHook)
 	e.tclock, _ = h.(TraceClock)
+	if e.tclock != nil && e.jr != nil {
+		e.traceReadyRestored(e.tclock)
+	}
 }
 
 // SetCreation gives the session's next submit the creation context c,
@@ -262,6 +266,34 @@ func (e *Engine) traceReady(j *job) {
 			tr.ready = e.tclock.TraceNow()
 		} else {
 			tr.ready = e.now()
+		}
+	}
+}
+
+// traceRestored forgets the ready time of j, restored from the journal
+// and placed: the hook, and with it the spans' clock, comes after the
+// restore, so the engine's clock stamped it, which may stand far from
+// the spans' (a stepped wall clock, a test's fake clock), and so would
+// every queue wait. SetTraceHook stamps it on the spans' clock; until
+// then, or without a TraceClock, its queue wait is unknown.
+func (e *Engine) traceRestored(j *job) {
+	if tr := j.trace(); tr != nil {
+		tr.ready = 0
+	}
+}
+
+// traceReadyRestored gives the traced jobs restored to their queues (the
+// only queued ones without a ready time) one reading of clk as their
+// ready time: their queue wait counts from the restart, on the spans'
+// clock. It runs once, as the server sets its hook before it serves.
+func (e *Engine) traceReadyRestored(clk TraceClock) {
+	now := int64(0)
+	for _, j := range e.jobs {
+		if tr := j.trace(); tr != nil && tr.ready == 0 && j.state == stateQueued {
+			if now == 0 {
+				now = clk.TraceNow()
+			}
+			tr.ready = now
 		}
 	}
 }
