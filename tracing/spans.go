@@ -264,7 +264,11 @@ func (t *Tracer) leanSend(ctx context.Context, dest string, start time.Time) Sen
 	if start.IsZero() {
 		start = leanTime()
 	}
-	ls, sc := t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", dest, trace.SpanKindProducer, start)
+	var parent trace.SpanContext
+	if ctx != context.Background() { // the proxy's: no look-up through the context's interface
+		parent = trace.SpanContextFromContext(ctx)
+	}
+	ls, sc := t.lean.startSpan(parent, "send", dest, trace.SpanKindProducer, start)
 	s := Send{span: leanHandleSpan(ls, sc, false), t: t, cr: CreationOf(sc)}
 	if ls != nil {
 		s.gen = ls.gen
