@@ -29,7 +29,7 @@ type gearmanTrace struct {
 	eng *gearman.Engine
 	mu  sync.Mutex
 	// open is the process span of every running traced job.
-	open map[uint64]tracing.Process
+	open openSpans
 	// early holds process spans started at assignment, inside the engine,
 	// to put their context in the payload envelope (JobAssigning), until
 	// the grab's handling picks them up (assigned). Guarded by mu.
@@ -87,7 +87,7 @@ func (s *GearmanServer) wireTracing(tr *tracing.Tracer) {
 	if tr == nil {
 		return
 	}
-	gt := &gearmanTrace{tr: tr, eng: s.engine, open: make(map[uint64]tracing.Process)}
+	gt := &gearmanTrace{tr: tr, eng: s.engine}
 	h := string(s.engine.AppendHandle(nil, 0))
 	gt.handlePrefix = h[:len(h)-1] // a handle is the prefix and the job number in decimal
 	s.trace = gt
@@ -189,8 +189,7 @@ func (gt *gearmanTrace) assigned(id uint64, jt gearman.JobTrace, t codec.Type, s
 		p = gt.tr.Deliver(cr, m)
 	}
 	gt.mu.Lock()
-	old := gt.open[id]
-	gt.open[id] = p
+	old := gt.open.put(id, p)
 	gt.mu.Unlock()
 	// A span still open here lost its end in a race with the engine.
 	old.Fail(tracing.ErrorWorkerLost)
@@ -214,7 +213,7 @@ func (gt *gearmanTrace) work(p *codec.Packet) {
 	switch p.Type {
 	case codec.WorkStatus, codec.WorkData, codec.WorkWarning:
 		gt.mu.Lock()
-		proc := gt.open[id]
+		proc := gt.open.get(id)
 		gt.mu.Unlock()
 		switch {
 		case p.Type == codec.WorkStatus && len(p.Args) >= 3:
@@ -235,8 +234,7 @@ func (gt *gearmanTrace) work(p *codec.Packet) {
 // which ignores every call, when there is none.
 func (gt *gearmanTrace) take(id uint64) tracing.Process {
 	gt.mu.Lock()
-	p := gt.open[id]
-	delete(gt.open, id)
+	p := gt.open.take(id)
 	gt.mu.Unlock()
 	return p
 }
