@@ -29,7 +29,7 @@ type gearmanTrace struct {
 	eng *gearman.Engine
 	mu  sync.Mutex
 	// open is the process span of every running traced job.
-	open map[uint64]tracing.Process
+	open openSpans
 	// early holds process spans started at assignment, inside the engine,
 	// to put their context in the payload envelope (JobAssigning), until
 	// the grab's handling picks them up (assigned). Guarded by mu.
@@ -87,7 +87,7 @@ func (s *GearmanServer) wireTracing(tr *tracing.Tracer) {
 	if tr == nil {
 		return
 	}
-	gt := &gearmanTrace{tr: tr, eng: s.engine, open: make(map[uint64]tracing.Process)}
+	gt := &gearmanTrace{tr: tr, eng: s.engine}
 	h := string(s.engine.AppendHandle(nil, 0))
 	gt.handlePrefix = h[:len(h)-1] // a handle is the prefix and the job number in decimal
 	s.trace = gt
@@ -148,8 +148,8 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 			send.End()
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
-		if id := sess.LastJob(); id != 0 && sess.LastJobTraced() {
-			gt.assigned(id, t, start)
+		if jt, ok := sess.LastJobTrace(); ok {
+			gt.assigned(sess.LastJob(), jt, t, start)
 		}
 	case t == codec.WorkStatus || t == codec.WorkData || t == codec.WorkWarning ||
 		t == codec.WorkComplete || t == codec.WorkFail || t == codec.WorkException:
@@ -160,13 +160,10 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 	return nil
 }
 
-// assigned starts the receive and process spans of job id, just handed
-// to a worker by a grab of type t sent at start.
-func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
-	jt, ok := gt.eng.JobTrace(id)
-	if !ok {
-		return // submitted while tracing was off, or not sampled
-	}
+// assigned starts the receive and process spans of traced job id (jt,
+// as the engine gave it with the grab: no second look-up under its
+// lock), just handed to a worker by a grab of type t sent at start.
+func (gt *gearmanTrace) assigned(id uint64, jt gearman.JobTrace, t codec.Type, start time.Time) {
 	cr := tracing.Creation(jt.Creation)
 	op := "JOB_ASSIGN"
 	switch t {
@@ -192,8 +189,7 @@ func (gt *gearmanTrace) assigned(id uint64, t codec.Type, start time.Time) {
 		p = gt.tr.Deliver(cr, m)
 	}
 	gt.mu.Lock()
-	old := gt.open[id]
-	gt.open[id] = p
+	old := gt.open.put(id, p)
 	gt.mu.Unlock()
 	// A span still open here lost its end in a race with the engine.
 	old.Fail(tracing.ErrorWorkerLost)
@@ -217,7 +213,7 @@ func (gt *gearmanTrace) work(p *codec.Packet) {
 	switch p.Type {
 	case codec.WorkStatus, codec.WorkData, codec.WorkWarning:
 		gt.mu.Lock()
-		proc := gt.open[id]
+		proc := gt.open.get(id)
 		gt.mu.Unlock()
 		switch {
 		case p.Type == codec.WorkStatus && len(p.Args) >= 3:
@@ -238,8 +234,7 @@ func (gt *gearmanTrace) work(p *codec.Packet) {
 // which ignores every call, when there is none.
 func (gt *gearmanTrace) take(id uint64) tracing.Process {
 	gt.mu.Lock()
-	p := gt.open[id]
-	delete(gt.open, id)
+	p := gt.open.take(id)
 	gt.mu.Unlock()
 	return p
 }

@@ -27,7 +27,8 @@ func (t *Tracer) Deliver(c Creation, m Message) Process {
 	parent := spanParent(context.Background(), c)
 	now := leanTime() // one reading, the monotonic clock only (lean_clock.go)
 	t.lean.receiveAt(parent, c.IsValid(), &m, now)
-	return leanProcess(t.lean.processAt(parent, &m, now))
+	s, sc := t.lean.processAt(parent, &m, now)
+	return leanProcess(s, sc)
 }
 
 // ProcessOnly starts the process span of a job as [Tracer.StartProcess]
@@ -41,16 +42,17 @@ func (t *Tracer) ProcessOnly(c Creation, m Message) Process {
 		_, p := t.StartProcess(context.Background(), c, m)
 		return p
 	}
-	return leanProcess(t.lean.process(context.Background(), c, &m))
+	s, sc := t.lean.process(context.Background(), c, &m)
+	return leanProcess(s, sc)
 }
 
 // leanProcess is the Process handle of a process span the lean path
-// started, as StartProcess makes it.
-func leanProcess(span trace.Span) Process {
-	sc := span.SpanContext()
-	p := Process{span: span, cr: CreationOf(sc), ts: traceStateOf(sc)}
-	if ls, ok := span.(*leanSpan); ok {
-		p.gen = ls.gen
+// started (record s, nil when not recorded, with context sc), as
+// StartProcess makes it.
+func leanProcess(s *leanSpan, sc trace.SpanContext) Process {
+	p := Process{span: leanHandleSpan(s, sc, true), cr: CreationOf(sc), ts: traceStateOf(sc)}
+	if s != nil {
+		p.gen = s.gen
 	}
 	return p
 }

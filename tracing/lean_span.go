@@ -145,12 +145,14 @@ func newSpanID() trace.SpanID {
 }
 
 // startSpan starts a span under parent (invalid: a new trace) with the
-// SDK's id, sampling and trace flag rules. An unsampled span, or any span
-// once the Provider is shut down, is a non-recording span that still
-// carries its context, like the SDK's.
-func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string, kind trace.SpanKind, start time.Time) trace.Span {
+// SDK's id, sampling and trace flag rules, and returns its record and its
+// context. An unsampled span, or any span once the Provider is shut down,
+// has no record (nil) but still its context, like the SDK's non-recording
+// span: the handles keep that context themselves (unsampled), so an
+// unsampled job allocates nothing.
+func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string, kind trace.SpanKind, start time.Time) (*leanSpan, trace.SpanContext) {
 	if lt.pipe.closed.Load() {
-		return unsampledSpan{}
+		return nil, trace.SpanContext{}
 	}
 	tid := parent.TraceID()
 	if !parent.IsValid() {
@@ -161,7 +163,7 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 		cfg.TraceFlags = parent.TraceFlags() | trace.FlagsSampled
 	} else {
 		cfg.TraceFlags = parent.TraceFlags() &^ trace.FlagsSampled
-		return unsampledSpan{sc: trace.NewSpanContext(cfg)}
+		return nil, trace.NewSpanContext(cfg)
 	}
 	s := newLeanSpan()
 	s.lt = lt
@@ -171,7 +173,7 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 	s.name, s.nameDest = name, nameDest
 	s.start = start.UnixNano()
 	s.system = lt.system
-	return s
+	return s, s.sc
 }
 
 // setMessage sets the attributes of m that the SDK path sets through
@@ -250,9 +252,8 @@ func (lt *leanTracer) receiveAt(parent trace.SpanContext, link bool, m *Message,
 	if start.IsZero() {
 		start = now
 	}
-	span := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, start)
-	s, ok := span.(*leanSpan)
-	if !ok {
+	s, _ := lt.startSpan(parent, "receive", m.Destination, trace.SpanKindClient, start)
+	if s == nil {
 		return
 	}
 	// The record is still only ours (startSpan's): no lock until it ends.
@@ -264,15 +265,15 @@ func (lt *leanTracer) receiveAt(parent trace.SpanContext, link bool, m *Message,
 }
 
 // process starts a process span on the lean path; see
-// Tracer.StartProcess. The span is a *leanSpan when recorded.
-func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) trace.Span {
+// Tracer.StartProcess. The record is nil when the span is not recorded.
+func (lt *leanTracer) process(ctx context.Context, c Creation, m *Message) (*leanSpan, trace.SpanContext) {
 	return lt.processAt(spanParent(ctx, c), m, leanTime())
 }
 
 // processAt starts a process span under parent at start.
-func (lt *leanTracer) processAt(parent trace.SpanContext, m *Message, start time.Time) trace.Span {
-	span := lt.startSpan(parent, "process", m.Destination, trace.SpanKindConsumer, start)
-	if s, ok := span.(*leanSpan); ok {
+func (lt *leanTracer) processAt(parent trace.SpanContext, m *Message, start time.Time) (*leanSpan, trace.SpanContext) {
+	s, sc := lt.startSpan(parent, "process", m.Destination, trace.SpanKindConsumer, start)
+	if s != nil {
 		// Not handed out yet: no lock needed.
 		s.setMessageLocked(semconv.MessagingOperationTypeProcess.Value.AsString(), m, false)
 		s.setDelivery(m, start)
@@ -280,7 +281,7 @@ func (lt *leanTracer) processAt(parent trace.SpanContext, m *Message, start time
 			s.addEventLocked(EventRetry, start, []attribute.KeyValue{AttrAttempt.Int(m.Attempt)})
 		}
 	}
-	return span
+	return s, sc
 }
 
 // addEvent records an event without the API's option boxing.
@@ -515,6 +516,29 @@ func (s *leanSpan) TracerProvider() trace.TracerProvider { return s.lt.pipe.tp }
 type unsampledSpan struct {
 	embedded.Span
 	sc trace.SpanContext
+}
+
+// unsampled is the span of a Send or Process whose span the lean path did
+// not record. It is one shared value: the handle keeps the span's context
+// (cr, ts) and rebuilds the span from it when asked (Span), where an
+// unsampledSpan boxed in the handle cost every unsampled job an
+// allocation of 80 bytes per span. A pointer, so that handles compare
+// their span with it (unsampledSpan, holding a trace state, is not
+// comparable).
+var unsampled trace.Span = &unsampledSpan{}
+
+// leanHandleSpan is what a lean handle keeps as its span for record s
+// (nil: not recorded) with context sc: s; or unsampled, the handle
+// keeping sc's ids, and its trace state when keepsTraceState; or, with a
+// trace state the handle cannot keep (Send), a boxed unsampledSpan.
+func leanHandleSpan(s *leanSpan, sc trace.SpanContext, keepsTraceState bool) trace.Span {
+	switch {
+	case s != nil:
+		return s
+	case keepsTraceState || sc.TraceState().Len() == 0:
+		return unsampled
+	}
+	return unsampledSpan{sc: sc}
 }
 
 func (unsampledSpan) End(...trace.SpanEndOption)              {}

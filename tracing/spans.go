@@ -264,9 +264,13 @@ func (t *Tracer) leanSend(ctx context.Context, dest string, start time.Time) Sen
 	if start.IsZero() {
 		start = leanTime()
 	}
-	span := t.lean.startSpan(trace.SpanContextFromContext(ctx), "send", dest, trace.SpanKindProducer, start)
-	s := Send{span: span, t: t, cr: CreationOf(span.SpanContext())}
-	if ls, ok := span.(*leanSpan); ok {
+	var parent trace.SpanContext
+	if ctx != context.Background() { // the proxy's: no look-up through the context's interface
+		parent = trace.SpanContextFromContext(ctx)
+	}
+	ls, sc := t.lean.startSpan(parent, "send", dest, trace.SpanKindProducer, start)
+	s := Send{span: leanHandleSpan(ls, sc, false), t: t, cr: CreationOf(sc)}
+	if ls != nil {
 		s.gen = ls.gen
 	}
 	return s
@@ -347,14 +351,11 @@ func (t *Tracer) StartProcess(ctx context.Context, c Creation, m Message) (conte
 		return ctx, Process{}
 	}
 	if t.lean != nil {
-		span := t.lean.process(ctx, c, &m)
-		sc := span.SpanContext()
-		p := Process{span: span, cr: CreationOf(sc), ts: traceStateOf(sc)}
-		ls, ok := span.(*leanSpan)
-		if !ok {
-			return trace.ContextWithSpan(ctx, span), p
+		ls, sc := t.lean.process(ctx, c, &m)
+		p := leanProcess(ls, sc)
+		if ls == nil {
+			return trace.ContextWithSpan(ctx, unsampledSpan{sc: sc}), p
 		}
-		p.gen = ls.gen
 		return &leanCtx{Context: ctx, s: ls, gen: p.gen, cr: p.cr, ts: p.ts}, p
 	}
 	ctx = ContextWithCreation(ctx, c)
@@ -392,6 +393,9 @@ func (s Send) Span() trace.Span {
 	if ls, ok := s.span.(*leanSpan); ok {
 		return ls.pin(s.gen, s.cr.spanContext(nil))
 	}
+	if s.span == unsampled {
+		return unsampledSpan{sc: s.cr.spanContext(nil)}
+	}
 	return s.span
 }
 
@@ -410,7 +414,7 @@ func (s Send) Creation() Creation {
 
 // Created records the id or handle the server assigned and ends the span.
 func (s Send) Created(id string) {
-	if s.span == nil {
+	if s.span == nil || s.span == unsampled {
 		return
 	}
 	var a attribute.KeyValue
@@ -435,6 +439,9 @@ func (s Send) CreatedNum(prefix string, n uint64) {
 		ls.endWithNum(s.gen, prefix, n)
 		return
 	}
+	if s.span == nil || s.span == unsampled {
+		return
+	}
 	m := Message{IDPrefix: prefix, IDNum: n}
 	s.Created(m.id())
 }
@@ -445,6 +452,9 @@ func (s Send) CreatedNum(prefix string, n uint64) {
 func (s Send) Fail(errType string) {
 	if ls, ok := s.span.(*leanSpan); ok {
 		ls.endWith(s.gen, attribute.KeyValue{}, true, errType)
+		return
+	}
+	if s.span == unsampled {
 		return
 	}
 	failEnd(s.span, errType)
@@ -485,6 +495,9 @@ func (p Process) Span() trace.Span {
 	if ls, ok := p.span.(*leanSpan); ok {
 		return ls.pin(p.gen, p.cr.spanContext(p.ts))
 	}
+	if p.span == unsampled {
+		return unsampledSpan{sc: p.cr.spanContext(p.ts)}
+	}
 	return p.span
 }
 
@@ -494,7 +507,7 @@ func (p Process) SpanContext() trace.SpanContext {
 	if p.span == nil {
 		return trace.SpanContext{}
 	}
-	if _, ok := p.span.(*leanSpan); ok {
+	if _, ok := p.span.(*leanSpan); ok || p.span == unsampled {
 		return p.cr.spanContext(p.ts)
 	}
 	return p.span.SpanContext()
@@ -508,7 +521,7 @@ func (p Process) event(name string, n int, a0, a1 attribute.KeyValue) {
 		ls.event(p.gen, name, leanTime(), attrs[:n]...)
 		return
 	}
-	if p.span != nil {
+	if p.span != nil && p.span != unsampled {
 		sdkEvent(p.span, name, n, a0, a1)
 	}
 }
@@ -594,7 +607,7 @@ func (p Process) end(outcome attribute.KeyValue, fail bool, errType string) {
 		ls.endWith(p.gen, outcome, fail, errType)
 		return
 	}
-	if p.span == nil {
+	if p.span == nil || p.span == unsampled {
 		return
 	}
 	setAttr(p.span, outcome)

@@ -152,13 +152,13 @@ type Engine struct {
 	timedFrom int64    // guarded by mu; the first enqueue sequence that is a time
 	handling  *Session // guarded by mu; the session inside Handle, whose outcome emitError sets
 
-	// Tracing (trace.go): traced jobs' creation contexts, nil until the
-	// first; the creation of the submit being made; the hook.
-	traces         map[uint64]jobTrace // guarded by mu; values, so one allocation less per job and nothing for the GC to scan
-	submitCreation Creation            // guarded by mu
-	thook          TraceHook           // guarded by mu
-	ahook          AssignHook          // guarded by mu; thook, if it is one
-	tclock         TraceClock          // guarded by mu; thook, if it is one
+	// Tracing (trace.go): recycled traces; the creation of the submit
+	// being made; the hook.
+	freeExts       []*jobExt  // guarded by mu; recycled job exts (traces, reducers)
+	submitCreation Creation   // guarded by mu
+	thook          TraceHook  // guarded by mu
+	ahook          AssignHook // guarded by mu; thook, if it is one
+	tclock         TraceClock // guarded by mu; thook, if it is one
 
 	// Persistence (persist.go, held.go); unused without a journal.
 	jr            Journal      // cfg.Journal

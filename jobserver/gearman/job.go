@@ -39,7 +39,7 @@ type job struct {
 	next      *job     // (a job is in at most one of them)
 	worker    *Session // while running
 	clients   *attach  // foreground clients, newest first
-	reducer   *string  // reduce jobs only
+	ext       *jobExt  // a traced job's trace, a reduce job's reducer (trace.go); nil for most jobs
 	num, den  uint32   // last WORK_STATUS
 	tidx      int32    // index in the timer heap, -1 when absent
 	ulen      uint8    // length of the unique id at the start of buf

@@ -113,9 +113,9 @@ func appendJobRecordTraced(dst []byte, j *job, at int64, c *Creation) []byte {
 	dst = append(dst, j.fn.name...)
 	dst = binary.AppendUvarint(dst, uint64(j.ulen))
 	dst = append(dst, j.unique()...)
-	if j.reducer != nil {
-		dst = binary.AppendUvarint(dst, uint64(len(*j.reducer))+1)
-		dst = append(dst, *j.reducer...)
+	if r := j.reducer(); r != nil {
+		dst = binary.AppendUvarint(dst, uint64(len(*r))+1)
+		dst = append(dst, *r...)
 	} else {
 		dst = append(dst, 0)
 	}
@@ -225,7 +225,7 @@ func (e *Engine) restore() error {
 		j.dataKey = len(r.unique) == 1 && r.unique[0] == '-'
 		if r.hasReducer {
 			s := string(r.redc)
-			j.reducer = &s
+			e.extOf(j).reducer = &s
 		}
 		jobs = append(jobs, j)
 		ats = append(ats, r.at)
@@ -260,6 +260,7 @@ func (e *Engine) restore() error {
 		e.jobs[j.id] = j
 		j.fn.addUnique(j)
 		e.place(j, ats[i])
+		e.traceRestored(j)
 	}
 	// Record the counter now, so that a compaction that removes the
 	// records of the highest handles still leaves it.
@@ -277,7 +278,7 @@ func (e *Engine) restore() error {
 // appendRecordOf appends j's Full record, with its creation context if
 // j is traced.
 func (e *Engine) appendRecordOf(dst []byte, j *job, at int64) []byte {
-	if tr, ok := e.traceOf(j.id); ok {
+	if tr := j.trace(); tr != nil {
 		return appendJobRecordTraced(dst, j, at, &tr.creation)
 	}
 	return appendJobRecord(dst, j, at)

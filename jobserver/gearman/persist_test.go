@@ -354,9 +354,9 @@ func FuzzDecodeJobRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	red := "reducer"
-	j := &job{fn: e.function([]byte("fn")), buf: []byte("uniqdata"), ulen: 4, prio: prioLow, reducer: &red}
+	j := &job{fn: e.function([]byte("fn")), buf: []byte("uniqdata"), ulen: 4, prio: prioLow, ext: &jobExt{reducer: &red}}
 	f.Add(appendJobRecord(nil, j, 12345))
-	j.reducer = nil
+	j.ext = nil
 	f.Add(appendJobRecord(nil, j, 0))
 	f.Add(appendJobRecordTraced(nil, j, 7, &Creation{0, 1, 2, 3, 25: 1}))
 	f.Add([]byte{recordVersion})
@@ -369,7 +369,7 @@ func FuzzDecodeJobRecord(f *testing.F) {
 			ulen: uint8(len(r.unique)), prio: r.prio}
 		if r.hasReducer {
 			s := string(r.redc)
-			j.reducer = &s
+			j.ext = &jobExt{reducer: &s}
 		}
 		again := appendJobRecord(nil, j, r.at)
 		if r.creation != (Creation{}) {

@@ -65,10 +65,12 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 	j.dataKey = dataKey
 	if len(reducer) > 0 { // an empty reducer is a plain job, as in gearmand
 		r := string(reducer)
-		j.reducer = &r
+		e.extOf(j).reducer = &r
 	}
 	e.jobs[j.id] = j
-	e.traceAttach(j, e.submitCreation)
+	if e.submitCreation != (Creation{}) {
+		e.traceAttach(j, e.submitCreation)
+	}
 	f.addUnique(j)
 	if client != nil {
 		e.attachClient(j, client)
@@ -95,7 +97,7 @@ func (e *Engine) submit(fnName, unique, data []byte, prio uint8, client *Session
 func (e *Engine) enqueue(j *job) {
 	f := j.fn
 	j.at = e.nextSeq()
-	if e.traces != nil {
+	if j.ext != nil {
 		e.traceReady(j)
 	}
 	j.state = stateQueued
@@ -284,6 +286,9 @@ func (e *Engine) newJob(n int) *job {
 // freeJob recycles j, which no index, queue, heap or session refers to any
 // more.
 func (e *Engine) freeJob(j *job) {
+	if j.ext != nil {
+		e.freeExt(j)
+	}
 	if len(e.freeJobs) >= maxFreeJobs || cap(j.buf) > maxFreeJobBuf {
 		return
 	}

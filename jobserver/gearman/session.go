@@ -43,6 +43,7 @@ type Session struct {
 	creation     Creation   // for the next submit; owned by Handle's caller (trace.go)
 	lastJob      uint64     // the job of the last Handle; written only by Handle (trace.go)
 	lastTraced   bool       // lastJob is traced; written only by Handle
+	lastTrace    JobTrace   // lastJob's trace, when a grab assigned it traced; written only by Handle
 	lastErr      string     // the ERROR code of the last Handle; written only by Handle
 }
 

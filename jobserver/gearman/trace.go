@@ -7,9 +7,9 @@ import "time"
 // beside the job and in its journal record, says which job a session's last
 // submit or grab concerned, and tells a TraceHook about runs that end
 // without a WORK_* packet (worker gone, CAN_DO_TIMEOUT, CANT_DO), so the
-// proxy can make the spans. Untraced jobs pay nothing: the contexts live in
-// a side map of traced jobs only, not in the job struct, and the map stays
-// nil until the first traced submit.
+// proxy can make the spans. Untraced jobs pay nothing: the contexts live
+// behind the job's ext pointer, which it shares with a reduce job's
+// reducer, both rare, so the job struct did not grow for it.
 
 // CreationLen is the size of a creation context.
 const CreationLen = 26
@@ -18,10 +18,63 @@ const CreationLen = 26
 // value means "not traced".
 type Creation [CreationLen]byte
 
-// jobTrace is what the engine keeps for a traced job.
-type jobTrace struct {
+// jobExt is what only some jobs have, behind one pointer of the job: a
+// traced job's trace, a reduce job's reducer. The traces were a side map
+// keyed by job id: an insert, a delete and three or four look-ups per
+// traced job, about 0.2 µs of it under perf (docs/BENCHMARKS.md, Tracing,
+// round 14); a pointer and a free list cost a few nanoseconds. 48 bytes,
+// a size class of its own.
+type jobExt struct {
 	creation Creation
-	ready    int64 // unix ns when the job last entered its ready queue; 0: not yet
+	traced   bool    // creation is the job's; false: a reducer alone
+	ready    int64   // traced: unix ns when the job last entered its ready queue; 0: unknown
+	reducer  *string // reduce jobs only
+}
+
+// maxFreeExts bounds the engine's free list of jobExt, as maxFreeJobs
+// does its jobs.
+const maxFreeExts = 1024
+
+// trace returns j's trace, nil when j is untraced.
+func (j *job) trace() *jobExt {
+	if x := j.ext; x != nil && x.traced {
+		return x
+	}
+	return nil
+}
+
+// reducer returns j's reducer, nil for a job that is not a reduce job.
+func (j *job) reducer() *string {
+	if j.ext == nil {
+		return nil
+	}
+	return j.ext.reducer
+}
+
+// extOf returns j's ext, taking one (from the free list when it can) if
+// j has none.
+func (e *Engine) extOf(j *job) *jobExt {
+	if j.ext == nil {
+		if n := len(e.freeExts); n > 0 {
+			j.ext = e.freeExts[n-1]
+			e.freeExts[n-1] = nil
+			e.freeExts = e.freeExts[:n-1]
+		} else {
+			j.ext = new(jobExt)
+		}
+	}
+	return j.ext
+}
+
+// freeExt recycles j's ext, as freeJob recycles j: nothing else refers to
+// it (JobTrace and the hooks get copies).
+func (e *Engine) freeExt(j *job) {
+	x := j.ext
+	j.ext = nil
+	if len(e.freeExts) < maxFreeExts {
+		*x = jobExt{}
+		e.freeExts = append(e.freeExts, x)
+	}
 }
 
 // ReturnReason says why a running job went back to its queue (or was
@@ -91,13 +144,17 @@ type AssignHook interface {
 
 // SetTraceHook makes h (nil: none) receive traced jobs' returns, and
 // their assignments if it is an AssignHook; if it is a TraceClock, traced
-// jobs' ready times are read from it.
+// jobs' ready times are read from it, and the traced jobs restored from
+// the journal become ready now on it.
 func (e *Engine) SetTraceHook(h TraceHook) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.thook = h
 	e.ahook, _ = h.(AssignHook)
 	e.tclock, _ = h.(TraceClock)
+	if e.tclock != nil && e.jr != nil {
+		e.traceReadyRestored(e.tclock)
+	}
 }
 
 // SetCreation gives the session's next submit the creation context c,
@@ -147,16 +204,21 @@ func (e *Engine) AppendHandle(dst []byte, id uint64) []byte { return e.handleID(
 func (e *Engine) JobTrace(id uint64) (JobTrace, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	tr, ok := e.traceOf(id)
 	j := e.jobs[id]
-	if !ok || j == nil {
+	if j == nil || j.trace() == nil {
 		return JobTrace{}, false
 	}
-	return e.jobTraceOf(j, tr), true
+	return e.jobTraceOf(j, j.ext), true
 }
 
-// jobTraceOf describes traced job j.
-func (e *Engine) jobTraceOf(j *job, tr jobTrace) JobTrace {
+// LastJobTrace returns what JobTrace(LastJob()) returned as the last
+// Handle assigned a traced job with a grab, and false when the last Handle
+// was no such grab. It saves the proxy taking the engine lock and looking
+// the job up again for every traced assignment. Same rules as LastJob.
+func (s *Session) LastJobTrace() (JobTrace, bool) { return s.lastTrace, s.lastTraced }
+
+// jobTraceOf describes traced job j, whose trace is tr.
+func (e *Engine) jobTraceOf(j *job, tr *jobExt) JobTrace {
 	jt := JobTrace{
 		Creation: tr.creation,
 		Function: j.fn.name,
@@ -170,39 +232,27 @@ func (e *Engine) jobTraceOf(j *job, tr jobTrace) JobTrace {
 	return jt
 }
 
-// assignData returns the workload to send in j's JOB_ASSIGN*: its own, or
-// what the AssignHook makes of it for a traced job.
-func (e *Engine) assignData(j *job) []byte {
+// traceAssigned notes, for LastJobTrace, that s's grab assigned j, and
+// returns the workload to send in j's JOB_ASSIGN*: its own, or what the
+// AssignHook makes of it for a traced job.
+func (e *Engine) traceAssigned(s *Session, j *job) []byte {
+	tr := j.trace()
+	s.lastTraced = tr != nil
+	if tr == nil {
+		return j.data()
+	}
+	s.lastTrace = e.jobTraceOf(j, tr)
 	if e.ahook != nil {
-		if tr, ok := e.traceOf(j.id); ok {
-			return e.ahook.JobAssigning(j.id, e.jobTraceOf(j, tr), j.data())
-		}
+		return e.ahook.JobAssigning(j.id, s.lastTrace, j.data())
 	}
 	return j.data()
 }
 
-// traceOf returns job id's trace, and false for an untraced job.
-func (e *Engine) traceOf(id uint64) (jobTrace, bool) {
-	tr, ok := e.traces[id] // a nil map reads as empty
-	return tr, ok
-}
-
-// traced reports whether job id is traced.
-func (e *Engine) traced(id uint64) bool {
-	_, ok := e.traces[id]
-	return ok
-}
-
-// traceAttach makes new job j traced with c, unless c is zero; it runs
+// traceAttach makes new job j traced with c, which is not zero; it runs
 // once j has its id and before its record is written.
 func (e *Engine) traceAttach(j *job, c Creation) {
-	if c == (Creation{}) {
-		return
-	}
-	if e.traces == nil {
-		e.traces = make(map[uint64]jobTrace)
-	}
-	e.traces[j.id] = jobTrace{creation: c}
+	x := e.extOf(j)
+	x.creation, x.traced = c, true
 }
 
 // traceReady notes that j entered its ready queue now, on the hook's
@@ -211,26 +261,53 @@ func (e *Engine) traceAttach(j *job, c Creation) {
 // stepped back it stayed ahead of the spans' times for as long as the
 // step, and every queue wait came out negative.
 func (e *Engine) traceReady(j *job) {
-	if tr, ok := e.traces[j.id]; ok {
+	if tr := j.trace(); tr != nil {
 		if e.tclock != nil {
 			tr.ready = e.tclock.TraceNow()
 		} else {
 			tr.ready = e.now()
 		}
-		e.traces[j.id] = tr
 	}
 }
 
-// traceFree forgets j's trace.
+// traceRestored forgets the ready time of j, restored from the journal
+// and placed: the hook, and with it the spans' clock, comes after the
+// restore, so the engine's clock stamped it, which may stand far from
+// the spans' (a stepped wall clock, a test's fake clock), and so would
+// every queue wait. SetTraceHook stamps it on the spans' clock; until
+// then, or without a TraceClock, its queue wait is unknown.
+func (e *Engine) traceRestored(j *job) {
+	if tr := j.trace(); tr != nil {
+		tr.ready = 0
+	}
+}
+
+// traceReadyRestored gives the traced jobs restored to their queues (the
+// only queued ones without a ready time) one reading of clk as their
+// ready time: their queue wait counts from the restart, on the spans'
+// clock. It runs once, as the server sets its hook before it serves.
+func (e *Engine) traceReadyRestored(clk TraceClock) {
+	now := int64(0)
+	for _, j := range e.jobs {
+		if tr := j.trace(); tr != nil && tr.ready == 0 && j.state == stateQueued {
+			if now == 0 {
+				now = clk.TraceNow()
+			}
+			tr.ready = now
+		}
+	}
+}
+
+// traceFree forgets j's trace; freeJob recycles its ext.
 func (e *Engine) traceFree(j *job) {
-	if e.traces != nil {
-		delete(e.traces, j.id)
+	if j.ext != nil {
+		j.ext.traced = false
 	}
 }
 
 // traceReturned tells the hook that traced job j's run ended for why.
 func (e *Engine) traceReturned(j *job, why ReturnReason) {
-	if e.thook != nil && e.traced(j.id) {
+	if e.thook != nil && j.trace() != nil {
 		e.thook.JobReturned(j.id, why)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/clock"
@@ -28,8 +29,8 @@ func (r *returns) JobReturned(id uint64, why ReturnReason) {
 
 // TestTraceKeptWithJob checks that a submit's creation context is kept
 // only when given, that LastJob names the submitted and the grabbed job,
-// that runs ending without WORK_* reach the hook, and that the side map
-// forgets a finished job.
+// that runs ending without WORK_* reach the hook, and that a finished
+// job's trace is forgotten and recycled.
 func TestTraceKeptWithJob(t *testing.T) {
 	h := newHarness(t, Config{})
 	var ret returns
@@ -43,8 +44,8 @@ func TestTraceKeptWithJob(t *testing.T) {
 		t.Fatalf("JobID(%s) = %d %v, LastJob %d", traced, id, ok, c.s.LastJob())
 	}
 	pid, _ := h.e.JobID([]byte(plain))
-	if _, ok := h.e.JobTrace(pid); ok || len(h.e.traces) != 1 {
-		t.Fatalf("untraced job traced; side map %v", h.e.traces)
+	if _, ok := h.e.JobTrace(pid); ok || h.tracedJobs() != 1 {
+		t.Fatalf("untraced job traced; %d traced jobs", h.tracedJobs())
 	}
 	jt, ok := h.e.JobTrace(id)
 	if !ok || jt.Creation != testCreation(3) || jt.Function != "f" || jt.Unique != "u1" ||
@@ -82,8 +83,8 @@ func TestTraceKeptWithJob(t *testing.T) {
 	w.send(codec.GrabJob)
 	w.rec.take()
 	w.send(codec.WorkComplete, traced, "")
-	if len(h.e.traces) != 0 {
-		t.Fatalf("side map %v after completion", h.e.traces)
+	if h.tracedJobs() != 0 || len(h.e.freeExts) != 1 {
+		t.Fatalf("%d traced jobs after completion, %d exts recycled", h.tracedJobs(), len(h.e.freeExts))
 	}
 	c.send(codec.SubmitJob, "f", "", "x")
 	if c.s.LastJob() == 0 || c.s.LastError() != "" {
@@ -120,8 +121,8 @@ func TestTraceJournaled(t *testing.T) {
 
 // TestTracedJobMemory measures the heap of a queued 100-byte background
 // job without and with a creation context: tracing off must cost nothing
-// per job (the job struct does not grow), and a traced job pays for its
-// side-map entry only.
+// per job (the job struct stays 112 bytes, a size class), and a traced
+// job pays for its 48-byte trace only.
 func TestTracedJobMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 2×100k jobs")
@@ -151,8 +152,11 @@ func TestTracedJobMemory(t *testing.T) {
 	if plain > 450 {
 		t.Errorf("%.0f bytes per untraced job, want <= 450", plain)
 	}
-	if traced-plain > 160 {
-		t.Errorf("tracing adds %.0f bytes per job, want <= 160", traced-plain)
+	if traced-plain > 64 {
+		t.Errorf("tracing adds %.0f bytes per job, want <= 64", traced-plain)
+	}
+	if unsafe.Sizeof(job{}) != 112 || unsafe.Sizeof(jobExt{}) != 48 {
+		t.Errorf("job %d bytes, want 112; jobExt %d, want 48", unsafe.Sizeof(job{}), unsafe.Sizeof(jobExt{}))
 	}
 }
 
@@ -186,4 +190,17 @@ func TestTraceReadyWithObserver(t *testing.T) {
 	if len(w) != 1 || w[0] != 2*time.Second {
 		t.Fatalf("observer waits %v, want [2s]", w)
 	}
+}
+
+// tracedJobs counts the engine's traced jobs.
+func (h *harness) tracedJobs() int {
+	h.e.mu.Lock()
+	defer h.e.mu.Unlock()
+	n := 0
+	for _, j := range h.e.jobs {
+		if j.trace() != nil {
+			n++
+		}
+	}
+	return n
 }

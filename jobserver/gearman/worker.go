@@ -138,19 +138,18 @@ func (s *Session) grab(t codec.Type) {
 	}
 	e.assign(s, j)
 	s.lastJob = j.id
-	s.lastTraced = e.traces != nil && e.traced(j.id)
+	data := j.data()
+	if j.ext != nil {
+		data = e.traceAssigned(s, j)
+	}
 	h := e.handle(e.scratch[:0], j)
 	e.scratch = h
 	fn := unsafeBytes(j.fn.name)
-	data := j.data()
-	if e.ahook != nil {
-		data = e.assignData(j)
-	}
 	switch {
 	case t == codec.GrabJob:
 		e.emit(s, codec.JobAssign, h, fn, data)
-	case t == codec.GrabJobAll && j.reducer != nil:
-		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer), data)
+	case t == codec.GrabJobAll && j.reducer() != nil:
+		e.emit(s, codec.JobAssignAll, h, fn, j.unique(), unsafeBytes(*j.reducer()), data)
 	default:
 		e.emit(s, codec.JobAssignUniq, h, fn, j.unique(), data)
 	}
