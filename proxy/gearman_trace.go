@@ -9,7 +9,6 @@ import (
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/tracing"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // gearmanTrace makes the spans of the jobs of a GearmanServer's local
@@ -184,7 +183,7 @@ func (gt *gearmanTrace) assigned(id uint64, jt gearman.JobTrace, t codec.Type, s
 	if early {
 		// Started inside the engine for the envelope; name its operation now.
 		gt.tr.Receive(context.Background(), cr, m)
-		p.Span().SetAttributes(semconv.MessagingOperationName(op))
+		p.SetOperationName(op)
 	} else {
 		p = gt.tr.Deliver(cr, m)
 	}

@@ -89,6 +89,14 @@ func (s *leanSpan) describe(gen uint32, m *Message) {
 	s.mu.Unlock()
 }
 
+// setAttrOf sets a on the span of generation gen.
+func (s *leanSpan) setAttrOf(gen uint32, a attribute.KeyValue) {
+	if s.lockGen(gen) {
+		s.setAttr(a)
+	}
+	s.mu.Unlock()
+}
+
 // event adds an event to the span of generation gen.
 func (s *leanSpan) event(gen uint32, name string, at time.Time, attrs ...attribute.KeyValue) {
 	if !s.lockGen(gen) {

@@ -28,6 +28,7 @@ func staleCalls(s Send, p Process) {
 	p.Release(666, time.Second)
 	p.Bury(666)
 	p.TTRExpired()
+	p.SetOperationName("stale")
 	p.evict()
 }
 
@@ -207,5 +208,26 @@ func TestLeanPinnedSpanIsNotRecycled(t *testing.T) {
 	}
 	if late := trace.SpanFromContext(pctx); !late.SpanContext().Equal(p.SpanContext()) {
 		t.Fatal("a recycled process span's context lost its span context")
+	}
+}
+
+// TestLeanSetOperationNameKeepsRecord: naming a process span's operation
+// after its start (the payload envelope's early spans) sets the attribute
+// without pinning the record, which Span().SetAttributes would.
+func TestLeanSetOperationNameKeepsRecord(t *testing.T) {
+	tr, rec := recorded(t, Gearman, Config{})
+	p := tr.ProcessOnly(Creation{}, Message{Destination: "d"})
+	p.SetOperationName("JOB_ASSIGN_UNIQ")
+	record := p.span.(*leanSpan)
+	record.mu.Lock()
+	pinned := record.pinned
+	record.mu.Unlock()
+	if pinned {
+		t.Fatal("SetOperationName pinned the record")
+	}
+	p.Complete()
+	got := rec.Ended()
+	if len(got) != 1 || attrs(got[0].Attributes())["messaging.operation.name"] != "JOB_ASSIGN_UNIQ" {
+		t.Fatalf("exported %v", got)
 	}
 }

@@ -52,6 +52,20 @@ func (p Process) SpanContext() trace.SpanContext {
 	return p.span.SpanContext()
 }
 
+// SetOperationName sets messaging.operation.name, for a span started
+// before its operation was known. Unlike Span().SetAttributes, it keeps
+// a lean span's record recyclable.
+func (p Process) SetOperationName(op string) {
+	a := semconv.MessagingOperationName(op)
+	if ls, ok := p.span.(*leanSpan); ok {
+		ls.setAttrOf(p.gen, a)
+		return
+	}
+	if p.span != nil && p.span != unsampled {
+		p.span.SetAttributes(a)
+	}
+}
+
 // event records an event with n (0 to 2) of a0 and a1 as attributes.
 // Not variadic: on the lean path the attributes then stay on the stack.
 func (p Process) event(name string, n int, a0, a1 attribute.KeyValue) {
