@@ -33,7 +33,12 @@ type gearmanTrace struct {
 	// to put their context in the payload envelope (JobAssigning), until
 	// the grab's handling picks them up (assigned). Guarded by mu.
 	early map[uint64]tracing.Process
-	wrap  []byte // the last envelope; guarded by the engine's lock
+	// returned holds traced jobs the engine took back from their worker
+	// before the grab that assigned them had put their process span: a
+	// CAN_DO_TIMEOUT that fires between the engine's assignment and
+	// assigned, which then ends the span at once. Guarded by mu.
+	returned map[uint64]gearman.ReturnReason
+	wrap     []byte // the last envelope; guarded by the engine's lock
 	// handlePrefix is what precedes the job number in the engine's
 	// handles: the spans carry the number and the exporter formats the
 	// handle, so the loop builds no string for it.
@@ -188,8 +193,17 @@ func (gt *gearmanTrace) assigned(id uint64, jt gearman.JobTrace, t codec.Type, s
 		p = gt.tr.Deliver(cr, m)
 	}
 	gt.mu.Lock()
-	old := gt.open.put(id, p)
+	why, gone := gt.returned[id] // a nil map reads as empty
+	var old tracing.Process
+	if gone {
+		delete(gt.returned, id)
+	} else {
+		old = gt.open.put(id, p)
+	}
 	gt.mu.Unlock()
+	if gone {
+		p.Fail(why.String())
+	}
 	// A span still open here lost its end in a race with the engine.
 	old.Fail(tracing.ErrorWorkerLost)
 }
@@ -242,8 +256,23 @@ func (gt *gearmanTrace) take(id uint64) tracing.Process {
 // (error.type worker_lost, timeout or cant_do). It runs under the engine
 // lock; ending a span only queues it (the export queue never blocks).
 func (gt *gearmanTrace) JobReturned(id uint64, why gearman.ReturnReason) {
-	gt.take(id).Fail(why.String())
+	gt.mu.Lock()
+	p := gt.open.take(id)
+	if !p.IsOpen() {
+		// Its grab has not put the span yet (see returned). The grab's
+		// goroutine does so right after the engine returns, so an entry
+		// lives microseconds; the cap only bounds a path that never does.
+		if gt.returned == nil || len(gt.returned) >= maxEarlyReturns {
+			gt.returned = make(map[uint64]gearman.ReturnReason)
+		}
+		gt.returned[id] = why
+	}
+	gt.mu.Unlock()
+	p.Fail(why.String())
 }
+
+// maxEarlyReturns bounds gearmanTrace.returned.
+const maxEarlyReturns = 64
 
 // handleTextTraced hands an admin text line to the session, in a SERVER span
 // named after its command when command_spans is on (the server's Tracer,

@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"context"
+	"slices"
 	"testing"
 
+	codec "github.com/jobgate/jobgate/codec/gearman"
+	"github.com/jobgate/jobgate/jobserver/gearman"
 	"github.com/jobgate/jobgate/tracing"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestOpenSpans checks the open-span table against a map: ids that share
@@ -63,4 +68,38 @@ func TestOpenSpans(t *testing.T) {
 		}
 	}
 	check(ids...)
+}
+
+// TestGearmanTraceReturnedBeforeAssigned: a CAN_DO_TIMEOUT that takes a
+// job back between the engine's assignment and the grab's putting of the
+// process span (the engine's timer runs apart from the connection) ends
+// that span as timed out when it is put, and leaves nothing open.
+func TestGearmanTraceReturnedBeforeAssigned(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := tracing.NewSyncTracer(tracing.Gearman, tracing.Config{}, rec)
+	gt := &gearmanTrace{tr: tr, handlePrefix: "H:t:"}
+	send := tr.StartSend(context.Background(), tracing.Message{Operation: "SUBMIT_JOB", Destination: "f"})
+	jt := gearman.JobTrace{Creation: gearman.Creation(send.Creation()), Function: "f", Attempt: 1}
+	send.End()
+
+	gt.JobReturned(7, gearman.ReturnTimeout) // the timer wins the race
+	gt.assigned(7, jt, codec.GrabJob, tr.Now())
+	gt.assigned(8, jt, codec.GrabJob, tr.Now()) // the usual order
+	gt.JobReturned(8, gearman.ReturnCantDo)
+	if n := gt.open.len(); n != 0 || len(gt.returned) != 0 {
+		t.Fatalf("left open: %d spans, %d early returns", n, len(gt.returned))
+	}
+	var got []string
+	for _, s := range rec.Ended() {
+		if s.SpanKind() == trace.SpanKindConsumer {
+			for _, a := range s.Attributes() {
+				if a.Key == "error.type" {
+					got = append(got, a.Value.AsString())
+				}
+			}
+		}
+	}
+	if !slices.Equal(got, []string{"timeout", "cant_do"}) {
+		t.Fatalf("process spans' error.type %q, want timeout then cant_do", got)
+	}
 }
