@@ -30,9 +30,11 @@ type jobPage struct {
 	jobs [pageSize]*job
 	live int
 	// traces holds the traces of the page's traced jobs once they are
-	// many, else nil (tracetable.go); traced counts them.
-	traces *tracePage
-	traced int
+	// many, else nil (tracetable.go); traced counts them, tracedAdded
+	// counts every traced job the page was given.
+	traces      *tracePage
+	traced      int
+	tracedAdded int
 }
 
 func newJobTable() jobTable {
@@ -53,6 +55,7 @@ func (t *jobTable) add(j *job) {
 	n := j.id >> pageBits
 	p := t.pages[n]
 	if p == nil {
+		t.dropEmpty(n - 1)
 		p = new(jobPage)
 		t.pages[n] = p
 	}
@@ -80,4 +83,17 @@ func (t *jobTable) remove(id uint64) {
 	}
 	t.overflowTraces(p)
 	delete(t.pages, n)
+}
+
+// dropEmpty removes page n if it has no jobs left. A page emptied while
+// still being filled stays (new ids land there) and no later remove
+// visits it: without this, a strict cycle of put and delete kept every
+// page, and its trace slots (tracetable.go), for good.
+func (t *jobTable) dropEmpty(n uint64) {
+	if p := t.pages[n]; p != nil && p.live == 0 {
+		if p.traces != nil && p.traced == 0 {
+			t.keepTracePage(p.traces) // all zero: no traced job left
+		}
+		delete(t.pages, n)
+	}
 }

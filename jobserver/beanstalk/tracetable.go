@@ -3,17 +3,18 @@ package beanstalk
 // The traces of traced jobs live next to the jobs, not only in a Go map: a
 // traced put used to allocate a jobTrace and insert it into a map keyed by
 // id, whose inserts missed the cache (up to 1 µs a job in the profiles,
-// docs/BENCHMARKS.md, round 12 under Tracing). A page whose traced jobs
-// reach traceSlotsAt gets an array of trace slots, by the same index as
-// its jobs, and keeps it while it holds traced jobs; a traced job's slot
-// is found by the page lookup the table makes anyway. A page with fewer
-// traced jobs keeps their traces in the table's map, so that sampling a
-// few jobs in a thousand does not cost every job of their pages a slot
-// (40 bytes). Untraced jobs pay nothing (the job's traced flag sits in the
+// docs/BENCHMARKS.md, round 12 under Tracing). A page given traceSlotsAt
+// traced jobs, or any when a spare trace page is kept, gets an array of
+// trace slots, by the same index as its jobs, and keeps it while it holds
+// traced jobs; a traced job's slot is found by the page lookup the table
+// makes anyway. A page given fewer traced jobs keeps their traces in the
+// table's map, so that sampling a few jobs in a thousand does not cost
+// every job of their pages a slot (40 bytes). Untraced jobs pay nothing (the job's traced flag sits in the
 // struct's padding), and an engine that never traces never allocates.
 
-// traceSlotsAt is the number of traced jobs at which a page moves their
-// traces from the map into slots of its own: one in 16 of its jobs, where
+// traceSlotsAt is the number of traced jobs given to a page at which it
+// moves their traces from the map into slots of its own: one in 16 of its
+// jobs, where
 // the map's cost per traced job (about 80 bytes with the allocation)
 // comes to an eighth of the slots' and the map's inserts stop paying.
 const traceSlotsAt = pageSize / 16
@@ -42,15 +43,22 @@ func (t *jobTable) setTrace(j *job, c Creation) {
 		return
 	}
 	p.traced++
+	p.tracedAdded++
 	if p.traces != nil {
 		p.traces[j.id&pageMask] = jobTrace{creation: c}
 		return
 	}
-	if p.traced < traceSlotsAt {
+	// The count of traced jobs ever added, not of those left, says how
+	// densely the page is traced: a cycle of puts and deletes keeps a few
+	// jobs at a time, every one of them traced, and each took the map's
+	// way (an allocation, an insert and a delete; 0.1-0.2 µs a job),
+	// docs/BENCHMARKS.md, round 15 under Tracing. A spare page costs no
+	// memory more held by this page than kept aside.
+	if p.tracedAdded < traceSlotsAt && t.spareTraces == nil {
 		t.mapTrace(j.id, jobTrace{creation: c})
 		return
 	}
-	// The page has become densely traced: its traces move to slots.
+	// The page is densely traced: its traces move to slots.
 	p.traces = t.takeTracePage()
 	p.traces[j.id&pageMask] = jobTrace{creation: c}
 	for i, pj := range p.jobs {
