@@ -55,6 +55,7 @@ type Session struct {
 	buf []byte // the YAML of the last stats or list reply
 
 	creation Creation      // for the next put (trace.go)
+	putAt    int64         // its time on the trace clock, 0: none (trace.go)
 	resTrace reservedTrace // of the last reservation, if traced (trace.go)
 
 	// A command ExecAsync left waiting for the journal (async.go).
@@ -205,6 +206,7 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply, async bool) bool {
 		return true
 	}
 	e.putCreation, s.creation = s.creation, Creation{}
+	e.putAt, s.putAt = s.putAt, 0
 	if e.jr != nil {
 		if async {
 			return s.putPendingLocked(j, r)
