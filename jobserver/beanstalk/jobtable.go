@@ -55,7 +55,12 @@ func (t *jobTable) add(j *job) {
 	n := j.id >> pageBits
 	p := t.pages[n]
 	if p == nil {
-		t.dropEmpty(n - 1)
+		// The page being filled until now is done: ids can skip pages
+		// (a refused put uses one, a restart resumes at the journal's
+		// counter), so it is the page of maxID, not always n-1.
+		if last := t.maxID >> pageBits; n > last {
+			t.dropEmpty(last)
+		}
 		p = new(jobPage)
 		t.pages[n] = p
 	}
@@ -85,10 +90,11 @@ func (t *jobTable) remove(id uint64) {
 	delete(t.pages, n)
 }
 
-// dropEmpty removes page n if it has no jobs left. A page emptied while
-// still being filled stays (new ids land there) and no later remove
-// visits it: without this, a strict cycle of put and delete kept every
-// page, and its trace slots (tracetable.go), for good.
+// dropEmpty removes page n, the page filled until a new one starts, if it
+// has no jobs left. A page emptied while still being filled stays (new ids
+// land there) and no later remove visits it: without this, a strict cycle
+// of put and delete kept every page, and its trace slots (tracetable.go),
+// for good.
 func (t *jobTable) dropEmpty(n uint64) {
 	if p := t.pages[n]; p != nil && p.live == 0 {
 		if p.traces != nil && p.traced == 0 {
