@@ -60,6 +60,7 @@ func (t *jobTable) add(j *job) {
 		// counter), so it is the page of maxID, not always n-1.
 		if last := t.maxID >> pageBits; n > last {
 			t.dropEmpty(last)
+			t.issueTraces(last)
 		}
 		p = new(jobPage)
 		t.pages[n] = p
