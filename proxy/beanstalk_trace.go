@@ -101,7 +101,9 @@ func (bt *beanstalkTrace) before(ct *beanstalkConnTrace, sess *engine.Session, c
 	ct.send = bt.tr.StartSendBare(context.Background(), ct.start)
 	if ct.send.Recording() {
 		ct.send.Describe(tracing.Message{Operation: "put", Destination: sess.Using(), BodySize: len(cmd.Body)})
-		sess.SetCreation(engine.Creation(ct.send.Creation()))
+		// The send span's start is the job's ready time too: the engine
+		// need not read the clock again, under its lock.
+		sess.SetCreationAt(engine.Creation(ct.send.Creation()), ct.start.UnixNano())
 	}
 }
 

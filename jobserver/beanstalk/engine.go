@@ -139,6 +139,8 @@ type Engine struct {
 	// Tracing (trace.go; traced jobs' creation contexts are in the job
 	// table): the creation of the put being made; the hook.
 	putCreation Creation
+	putAt       int64 // the put's time on the trace clock, 0: none
+	readyAt     int64 // putAt for the put's enqueue, 0: none
 	thook       TraceHook
 	tclock      TraceClock // thook, if it is one
 }

@@ -30,9 +30,11 @@ type jobPage struct {
 	jobs [pageSize]*job
 	live int
 	// traces holds the traces of the page's traced jobs once they are
-	// many, else nil (tracetable.go); traced counts them.
-	traces *tracePage
-	traced int
+	// many, else nil (tracetable.go); traced counts them, tracedAdded
+	// counts every traced job the page was given.
+	traces      *tracePage
+	traced      int
+	tracedAdded int
 }
 
 func newJobTable() jobTable {
@@ -53,6 +55,13 @@ func (t *jobTable) add(j *job) {
 	n := j.id >> pageBits
 	p := t.pages[n]
 	if p == nil {
+		// The page being filled until now is done: ids can skip pages
+		// (a refused put uses one, a restart resumes at the journal's
+		// counter), so it is the page of maxID, not always n-1.
+		if last := t.maxID >> pageBits; n > last {
+			t.dropEmpty(last)
+			t.issueTraces(last)
+		}
 		p = new(jobPage)
 		t.pages[n] = p
 	}
@@ -80,4 +89,18 @@ func (t *jobTable) remove(id uint64) {
 	}
 	t.overflowTraces(p)
 	delete(t.pages, n)
+}
+
+// dropEmpty removes page n, the page filled until a new one starts, if it
+// has no jobs left. A page emptied while still being filled stays (new ids
+// land there) and no later remove visits it: without this, a strict cycle
+// of put and delete kept every page, and its trace slots (tracetable.go),
+// for good.
+func (t *jobTable) dropEmpty(n uint64) {
+	if p := t.pages[n]; p != nil && p.live == 0 {
+		if p.traces != nil && p.traced == 0 {
+			t.keepTracePage(p.traces) // all zero: no traced job left
+		}
+		delete(t.pages, n)
+	}
 }

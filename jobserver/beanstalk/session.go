@@ -55,6 +55,7 @@ type Session struct {
 	buf []byte // the YAML of the last stats or list reply
 
 	creation Creation      // for the next put (trace.go)
+	putAt    int64         // its time on the trace clock, 0: none (trace.go)
 	resTrace reservedTrace // of the last reservation, if traced (trace.go)
 
 	// A command ExecAsync left waiting for the journal (async.go).
@@ -173,6 +174,10 @@ func (s *Session) RejectPut(kind wire.ReplyKind) {
 // false and the reply comes through notify and Result (async.go).
 func (s *Session) put(cmd *wire.Command, r *wire.Reply, async bool) bool {
 	e := s.e
+	// The creation given for this put is for this put only: one refused
+	// (JOB_TOO_BIG, DRAINING) must not trace the next under its span.
+	creation, putAt := s.creation, s.putAt
+	s.creation, s.putAt = Creation{}, 0
 	if len(cmd.Body) > e.maxJobSize {
 		e.mu.Lock()
 		e.st.cmd[wire.Put]++
@@ -204,7 +209,7 @@ func (s *Session) put(cmd *wire.Command, r *wire.Reply, async bool) bool {
 		r.Kind = wire.Draining
 		return true
 	}
-	e.putCreation, s.creation = s.creation, Creation{}
+	e.putCreation, e.putAt = creation, putAt
 	if e.jr != nil {
 		if async {
 			return s.putPendingLocked(j, r)

@@ -79,7 +79,19 @@ func (e *Engine) SetTraceHook(h TraceHook) {
 
 // SetCreation gives the session's next put the creation context c. The
 // zero c, or no call, leaves the job untraced.
-func (s *Session) SetCreation(c Creation) { s.creation = c }
+func (s *Session) SetCreation(c Creation) { s.creation, s.putAt = c, 0 }
+
+// SetCreationAt is SetCreation with the put's time at, in Unix nanoseconds
+// on the hook's TraceClock: the job's ready time (plus its delay) when the
+// put places it at once, as without a journal, instead of a reading of
+// the clock under the engine lock. The proxy reads that clock for the
+// put's send span anyway; its queue wait then counts from the put's start.
+func (s *Session) SetCreationAt(c Creation, at int64) {
+	if c == (Creation{}) {
+		at = 0 // untraced: no time to keep
+	}
+	s.creation, s.putAt = c, at
+}
 
 // JobTrace returns what the engine keeps for traced job id, or false for an
 // untraced or unknown job.
@@ -179,12 +191,18 @@ func (s *Session) noteReservedTraceLocked(j *job) {
 // (e.putCreation, which it consumes); it runs once j is in the job table
 // and before its record is written.
 func (e *Engine) traceAttachLocked(j *job) {
-	c := e.putCreation
+	c, at := e.putCreation, e.putAt
 	if c == (Creation{}) {
 		return
 	}
-	e.putCreation = Creation{}
+	e.putCreation, e.putAt = Creation{}, 0
 	e.jobs.setTrace(j, c)
+	if j.state != statePending {
+		// The enqueue that follows (putLocked) takes it. A pending job
+		// becomes ready once its record is durable, and other jobs move
+		// meanwhile: it reads the clock then.
+		e.readyAt = at
+	}
 }
 
 // traceReadyLocked notes that traced job j becomes ready delay engine
@@ -197,7 +215,10 @@ func (e *Engine) traceReadyLocked(j *job, now, delay int64) {
 	if tr == nil {
 		return
 	}
-	if e.tclock != nil {
+	if at := e.readyAt; at != 0 {
+		e.readyAt = 0
+		tr.ready = at + delay
+	} else if e.tclock != nil {
 		tr.ready = e.tclock.TraceNow() + delay
 	} else {
 		tr.ready = e.startWall + now + delay

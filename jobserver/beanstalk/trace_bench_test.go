@@ -15,12 +15,15 @@ import (
 // trace read as the proxy's hook reads it: what the engine adds to a
 // traced Beanstalk job. traced+clock has a trace hook that is a
 // TraceClock, as the proxy's is, reading the monotonic clock as the
-// tracer's lean clock does: the ready time's one reading more.
+// tracer's lean clock does, and reads it before each put as the proxy does
+// for its send span: the engine reads it again for the ready time.
+// traced+at gives the engine that reading (SetCreationAt), as the proxy
+// now does.
 func BenchmarkTracedCycle(b *testing.B) {
-	for _, name := range []string{"untraced", "traced", "traced+clock"} {
+	for _, name := range []string{"untraced", "traced", "traced+clock", "traced+at"} {
 		for _, backlog := range []int{0, 10000} {
 			b.Run(name+"/backlog="+strconv.Itoa(backlog), func(b *testing.B) {
-				benchTracedCycle(b, name != "untraced", name == "traced+clock", backlog)
+				benchTracedCycle(b, name != "untraced", name == "traced+clock" || name == "traced+at", name == "traced+at", backlog)
 			})
 		}
 	}
@@ -35,12 +38,14 @@ type monoHook struct {
 
 func (h *monoHook) TraceNow() int64 { return h.wall + int64(time.Since(h.base)) }
 
-func benchTracedCycle(b *testing.B, traced, withClock bool, backlog int) {
+func benchTracedCycle(b *testing.B, traced, withClock, withAt bool, backlog int) {
 	e := mustNew(Config{Clock: clock.Real{}, System: &testSystem})
 	defer e.Close()
+	var h *monoHook
 	if withClock {
 		now := time.Now()
-		e.SetTraceHook(&monoHook{base: now, wall: now.UnixNano()})
+		h = &monoHook{base: now, wall: now.UnixNano()}
+		e.SetTraceHook(h)
 	}
 	s := e.NewSession(nil)
 	defer s.Close()
@@ -56,7 +61,13 @@ func benchTracedCycle(b *testing.B, traced, withClock bool, backlog int) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if traced {
+		switch {
+		case withAt:
+			s.SetCreationAt(c, h.TraceNow())
+		case withClock:
+			_ = h.TraceNow() // the proxy's reading for the send span
+			s.SetCreation(c)
+		case traced:
 			s.SetCreation(c)
 		}
 		s.Exec(&put, &r)

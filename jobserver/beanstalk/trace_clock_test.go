@@ -155,3 +155,52 @@ func TestReservedUndone(t *testing.T) {
 		t.Fatal("a deleted job's reservation is marked undone")
 	}
 }
+
+// TestTraceReadyFromPut: a put given its time on the trace clock
+// (SetCreationAt), as the proxy's are, is ready at that time plus its
+// delay without a reading of the hook's clock; a put that waits for its
+// journal record reads the clock when it becomes ready; the time is not
+// kept for a later put or another job's move.
+func TestTraceReadyFromPut(t *testing.T) {
+	e, fc := newTestEngine(t)
+	h := &clockHook{now: testStart.UnixNano()}
+	e.SetTraceHook(h)
+	c := newConn(t, e)
+	at := h.now - 1000
+	c.s.SetCreationAt(testCreation(1), at)
+	id := c.put(1, 0, 5, "now")
+	c.s.SetCreationAt(testCreation(2), at)
+	delayed := c.put(1, 30, 5, "later")
+	if h.readings != 0 {
+		t.Fatalf("%d readings of the trace clock, want 0", h.readings)
+	}
+	if got := readyOf(t, e, id); got != at {
+		t.Fatalf("put: ready %d, want %d", got, at)
+	}
+	if got, want := readyOf(t, e, delayed), at+int64(30*time.Second); got != want {
+		t.Fatalf("delayed put: ready %d, want %d", got, want)
+	}
+	c.s.SetCreation(testCreation(3))
+	id = c.put(1, 0, 5, "read")
+	if got := readyOf(t, e, id); h.readings != 1 || got != h.now {
+		t.Fatalf("put without its time: %d readings, ready %d, want %d", h.readings, got, h.now)
+	}
+	w := newConn(t, e)
+	w.id(wire.ReserveJob, id)
+	h.now += 7
+	fc.Advance(6 * time.Second) // TTR expiry: read, not a put's time
+	if got := readyOf(t, e, id); got != h.now {
+		t.Fatalf("TTR expiry: ready %d, want %d", got, h.now)
+	}
+
+	m := &memJournal{}
+	je := newMemEngine(t, m)
+	jh := &clockHook{now: 5000}
+	je.SetTraceHook(jh)
+	jc := newConn(t, je)
+	jc.s.SetCreationAt(testCreation(4), 10)
+	id = jc.put(1, 0, 5, "durable")
+	if got := readyOf(t, je, id); jh.readings != 1 || got != jh.now {
+		t.Fatalf("journaled put: %d readings, ready %d, want %d", jh.readings, got, jh.now)
+	}
+}

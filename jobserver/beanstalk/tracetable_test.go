@@ -303,3 +303,56 @@ func TestReservedTraceConcurrent(t *testing.T) {
 		t.Fatalf("%d traces left after every job was deleted", n)
 	}
 }
+
+// TestTracedCycleTakesSlots checks that a page whose jobs are all traced
+// but few at a time, as in a cycle of put, reserve and delete, gets trace
+// slots once it was given traceSlotsAt traced jobs, so that a traced cycle
+// then allocates no more than an untraced one; that the next page takes
+// the spare slots at once, the emptied page gone; and that a page given
+// fewer traced jobs keeps them in the map.
+func TestTracedCycleTakesSlots(t *testing.T) {
+	e, _ := newTestEngine(t)
+	c := newConn(t, e)
+	put := wire.Command{Verb: wire.Put, Pri: 1, TTR: 60, Body: []byte("x")}
+	res := wire.Command{Verb: wire.Reserve}
+	var r wire.Reply
+	cycle := func(traced bool) {
+		if traced {
+			c.s.SetCreation(testCreation(5))
+		}
+		c.s.Exec(&put, &r)
+		c.s.Exec(&res, &r)
+		del := wire.Command{Verb: wire.Delete, ID: r.ID}
+		if c.s.Exec(&del, &r); r.Kind != wire.Deleted {
+			t.Fatalf("delete: %v", r.Kind)
+		}
+	}
+	for range traceSlotsAt - 1 {
+		cycle(true)
+	}
+	if p := e.jobs.pages[e.jobs.maxID>>pageBits]; p.traces != nil || len(e.jobs.traceMap) != 0 {
+		t.Fatalf("page given %d traced jobs has slots: %v", p.tracedAdded, p.traces != nil)
+	}
+	cycle(true)
+	if p := e.jobs.pages[e.jobs.maxID>>pageBits]; p.traces == nil {
+		t.Fatalf("page given %d traced jobs, %d left, has no slots", p.tracedAdded, p.traced)
+	}
+	plain := testing.AllocsPerRun(200, func() { cycle(false) })
+	traced := testing.AllocsPerRun(200, func() { cycle(true) })
+	if traced > plain {
+		t.Fatalf("traced cycle: %.1f allocations, untraced %.1f", traced, plain)
+	}
+	for e.jobs.maxID&pageMask != pageMask { // to the end of the page
+		cycle(true)
+	}
+	cycle(true) // the next page's first job: the previous page's slots, given back, are the spare
+	if p := e.jobs.pages[e.jobs.maxID>>pageBits]; p.traces == nil || len(e.jobs.traceMap) != 0 {
+		t.Fatalf("next page: slots %v, %d mapped traces", p.traces != nil, len(e.jobs.traceMap))
+	}
+	if n := countTraces(e); n != 0 {
+		t.Fatalf("%d traces left", n)
+	}
+	if n := len(e.jobs.pages); n != 1 {
+		t.Fatalf("the table keeps %d pages, not only the one being filled", n)
+	}
+}
