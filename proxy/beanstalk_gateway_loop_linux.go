@@ -33,8 +33,7 @@ type bgwLoop struct {
 	wake *epoll.EventFD
 
 	slots  loopSlots[*bgwLoopConn] // loop only
-	ups    []bgwUp                 // loop only; by upstream slot
-	upFree []int32                 // loop only
+	ups    loopSlots[bgwUp]        // loop only
 	ntimed int                     // loop only: upstream sessions with an I/O timeout
 	swept  time.Time               // loop only: the last sweep of upstream timeouts
 	dirty  []*bgwLoopConn          // loop only; connections with output to write
@@ -271,7 +270,7 @@ func (l *bgwLoop) run() {
 			case ev.Fd == wakeID:
 				l.wake.Drain()
 			case ev.Fd >= 0:
-				if b := l.slots.conns[ev.Fd]; b != nil {
+				if b := l.slots.items[ev.Fd]; b != nil {
 					l.event(b, ev.Events)
 				}
 			default:
@@ -467,7 +466,7 @@ func (l *bgwLoop) housekeep() bool {
 	if l.ntimed > 0 {
 		if now := time.Now(); now.Sub(l.swept) >= upSweep {
 			l.swept = now
-			for _, up := range l.ups {
+			for _, up := range l.ups.items {
 				if up.u != nil {
 					up.u.Expire(now)
 				}
@@ -478,16 +477,16 @@ func (l *bgwLoop) housekeep() bool {
 	if !stopping {
 		return false
 	}
-	for _, b := range l.slots.conns {
+	for _, b := range l.slots.items {
 		if b != nil && !b.off {
 			l.close(b)
 		}
 	}
-	for i, up := range l.ups {
+	for i, up := range l.ups.items {
 		if up.u != nil {
 			up.u.Close()
 			up.u.Detach()
-			l.ups[i] = bgwUp{}
+			l.ups.items[i] = bgwUp{}
 		}
 	}
 	l.mu.Lock()

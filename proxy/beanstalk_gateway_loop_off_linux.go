@@ -18,16 +18,15 @@ import (
 // upEvent hands an upstream session its events, then serves its
 // connection: the replies it delivered go out in this batch.
 func (l *bgwLoop) upEvent(i int32, events uint32) {
-	if i < 0 || int(i) >= len(l.ups) || l.ups[i].u == nil {
+	if i < 0 || int(i) >= len(l.ups.items) || l.ups.items[i].u == nil {
 		return
 	}
-	up := l.ups[i]
+	up := l.ups.items[i]
 	if !up.u.Ready(events) {
 		if up.u.Timed() {
 			l.ntimed--
 		}
-		l.ups[i] = bgwUp{}
-		l.upFree = append(l.upFree, i)
+		l.ups.release(i)
 	}
 	if b := up.owner; !b.closed && !b.off {
 		l.serve(b)
@@ -158,22 +157,15 @@ func (l *bgwLoop) resumeConn(b *bgwLoopConn) {
 
 // attachUp registers an upstream session under a free upstream slot.
 func (l *bgwLoop) attachUp(up bgwUp) {
-	var i int32
-	if n := len(l.upFree); n > 0 {
-		i = l.upFree[n-1]
-		l.upFree = l.upFree[:n-1]
-	} else {
-		i = int32(len(l.ups))
-		l.ups = append(l.ups, bgwUp{})
-	}
+	i := l.ups.reserve()
 	if up.u.Attach(l.poll, bgwUpID(i)) != nil {
-		l.upFree = append(l.upFree, i)
+		l.ups.release(i)
 		if b := up.owner; !b.closed && !b.off {
 			l.serve(b)
 		}
 		return
 	}
-	l.ups[i] = up
+	l.ups.items[i] = up
 	if up.u.Timed() {
 		l.ntimed++
 	}

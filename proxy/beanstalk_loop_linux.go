@@ -276,7 +276,7 @@ func (l *beanstalkLoop) run() {
 				l.wake.Drain()
 				continue
 			}
-			if b := l.slots.conns[ev.Fd]; b != nil {
+			if b := l.slots.items[ev.Fd]; b != nil {
 				l.event(b, ev.Events)
 			}
 		}
@@ -349,7 +349,7 @@ func (l *beanstalkLoop) housekeep() bool {
 	if !stopping {
 		return false
 	}
-	for _, b := range l.slots.conns {
+	for _, b := range l.slots.items {
 		if b != nil {
 			l.close(b)
 		}

@@ -159,7 +159,7 @@ func (l *gearmanLoop) run() {
 				l.upReady(ev.Fd, ev.Events)
 				continue
 			}
-			c := l.slots.conns[ev.Fd]
+			c := l.slots.items[ev.Fd]
 			if c == nil {
 				continue
 			}
@@ -202,7 +202,7 @@ func (l *gearmanLoop) housekeep() bool {
 	if !stopping {
 		return false
 	}
-	for _, c := range l.slots.conns {
+	for _, c := range l.slots.items {
 		if c != nil {
 			l.close(c)
 		}

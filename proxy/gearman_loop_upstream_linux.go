@@ -25,11 +25,10 @@ const upSweep = 100 * time.Millisecond
 
 // loopUpstreams is the loop's upstream state, embedded in gearmanLoop.
 type loopUpstreams struct {
-	ups    []routing.GearmanLoopConn // loop only; by upstream slot
-	upFree []int32                   // loop only
-	nups   int                       // loop only: live sessions in ups
-	ntimed int                       // loop only: those with an I/O timeout (Timed)
-	swept  time.Time                 // loop only: last sweep
+	ups    loopSlots[routing.GearmanLoopConn] // loop only
+	nups   int                                // loop only: live sessions in ups
+	ntimed int                                // loop only: those with an I/O timeout (Timed)
+	swept  time.Time                          // loop only: last sweep
 
 	throttled []*gearmanConn // loop only: not read while their upstreams catch up (throttle)
 
@@ -154,19 +153,12 @@ func (l *gearmanLoop) upstreamWork() {
 	l.attaches, l.resumes = nil, nil
 	l.mu.Unlock()
 	for _, u := range attaches {
-		var i int32
-		if n := len(l.upFree); n > 0 {
-			i = l.upFree[n-1]
-			l.upFree = l.upFree[:n-1]
-		} else {
-			i = int32(len(l.ups))
-			l.ups = append(l.ups, nil)
-		}
+		i := l.ups.reserve()
 		if u.Attach(l.poll, upID(i)) != nil {
-			l.upFree = append(l.upFree, i)
+			l.ups.release(i)
 			continue
 		}
-		l.ups[i] = u
+		l.ups.items[i] = u
 		l.nups++
 		if u.Timed() {
 			l.ntimed++
@@ -193,15 +185,14 @@ func (l *gearmanLoop) upstreamWork() {
 // upReady handles events on upstream session id.
 func (l *gearmanLoop) upReady(id int32, events uint32) {
 	i := wakeID - 1 - id
-	if int(i) >= len(l.ups) {
+	if int(i) >= len(l.ups.items) {
 		return
 	}
-	u := l.ups[i]
+	u := l.ups.items[i]
 	if u == nil || u.Ready(events) {
 		return
 	}
-	l.ups[i] = nil
-	l.upFree = append(l.upFree, i)
+	l.ups.release(i)
 	l.nups--
 	if u.Timed() {
 		l.ntimed--
@@ -228,7 +219,7 @@ func (l *gearmanLoop) sweep() {
 		return
 	}
 	l.swept = now
-	for _, u := range l.ups {
+	for _, u := range l.ups.items {
 		if u != nil {
 			u.Expire(now)
 		}
@@ -242,11 +233,11 @@ func (l *gearmanLoop) stopUpstreams() {
 	attaches := l.attaches
 	l.attaches = nil
 	l.mu.Unlock()
-	for _, u := range append(attaches, l.ups...) {
+	for _, u := range append(attaches, l.ups.items...) {
 		if u != nil {
 			u.Close()
 			u.Detach()
 		}
 	}
-	l.ups, l.nups, l.ntimed = nil, 0, 0
+	l.ups, l.nups, l.ntimed = loopSlots[routing.GearmanLoopConn]{}, 0, 0
 }
