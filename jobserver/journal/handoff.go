@@ -100,7 +100,9 @@ func (h *Handoff) Attach(restore func(key uint64, data []byte) error, snapshot f
 		}
 		delete(h.live, 0)
 	}
-	// Ascending: the Gearman engine queues restored jobs in handle order.
+	// Ascending: the Gearman engine queues restored jobs in handle order,
+	// and the Beanstalk job table retires a page (its trace slots, its
+	// emptiness) when a higher page starts, as ids only rise.
 	keys := make([]uint64, 0, len(h.live))
 	for k := range h.live {
 		keys = append(keys, k)
