@@ -26,9 +26,9 @@ Prints throughput in jobs/s and p50/p99 latency of one unit of work (a put,
 a reserve+delete, or a pipelined batch), and the CPU the generator itself
 spent per job (gen_cpu_us). On Linux one event loop (-loops for more)
 drives every connection; -goroutines gives each its own goroutine, the
-old and costlier way. With -compare, runs alternate
-between two servers for -rounds each and a summary gives the median rates
-and their ratio (first / second).
+old and costlier way. With -compare, runs alternate between two
+servers for -rounds each, the order flipping every round, and a summary
+gives the median rates and their ratio (first / second).
 
 Flags:
 `
@@ -117,8 +117,16 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	cpus := make([][]float64, len(addrs)) // server CPU µs per job
 	p99s := make([][]float64, len(addrs)) // µs
 	gens := make([][]float64, len(addrs)) // generator CPU µs per job
-	for range cfg.rounds {
-		for i, addr := range addrs {
+	for round := range cfg.rounds {
+		for k := range addrs {
+			// The two servers take turns going first: the run before
+			// weighs on the next one (16 KiB puts: about 1.5x for
+			// whichever runs first, docs/BENCHMARKS.md "Latest").
+			i := k
+			if round%2 == 1 {
+				i = len(addrs) - 1 - k
+			}
+			addr := addrs[i]
 			b := &beanstalkBench{beanstalkBenchConfig: cfg}
 			b.addr, b.pid = addr, pids[i]
 			res, err := b.run()

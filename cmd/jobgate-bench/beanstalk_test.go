@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -65,5 +66,45 @@ func TestBeanstalkResultLine(t *testing.T) {
 	sum := regexp.MustCompile(`(?m)^summary workload=put .* ratio=[0-9.]+ \(1 rounds\); p99 [0-9]+/[0-9]+ us; server cpu [0-9.]+/[0-9.]+ us per job(, ratio=[0-9.]+)?; generator cpu [0-9.]+/[0-9.]+ us per job$`)
 	if !sum.MatchString(out.String()) {
 		t.Fatalf("no summary with CPU per job in\n%s", out.String())
+	}
+}
+
+// TestBeanstalkCompareFlipsOrder checks that with -compare the two
+// servers take turns running first, round by round: the run before
+// weighs on the next one, so a fixed order would favour one server.
+func TestBeanstalkCompareFlipsOrder(t *testing.T) {
+	var addrs [2]string
+	for i := range addrs {
+		srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(l)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		})
+		addrs[i] = l.Addr().String()
+	}
+	var out, errb bytes.Buffer
+	args := []string{"-addr", addrs[0], "-compare", addrs[1], "-workload", "put", "-n", "50", "-conns", "1", "-rounds", "3"}
+	if code := runBeanstalk(args, &out, &errb); code != 0 {
+		t.Fatalf("code %d\nstderr: %s", code, errb.String())
+	}
+	var order []string
+	for _, m := range regexp.MustCompile(`(?m)^workload=put addr=(\S+) `).FindAllStringSubmatch(out.String(), -1) {
+		order = append(order, m[1])
+	}
+	a, b := addrs[0], addrs[1]
+	if want := []string{a, b, b, a, a, b}; !slices.Equal(order, want) {
+		t.Fatalf("runs in the order %q, want %q", order, want)
+	}
+	if !regexp.MustCompile(`(?m)^summary workload=put median rate ` + regexp.QuoteMeta(a) + `=[0-9]+ ` + regexp.QuoteMeta(b) + `=`).MatchString(out.String()) {
+		t.Fatalf("the summary does not name -addr first:\n%s", out.String())
 	}
 }
