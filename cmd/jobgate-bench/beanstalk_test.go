@@ -18,25 +18,12 @@ import (
 // checks the line scripts read: a positive rate, latencies, and CPU fields
 // (this process stands in for server and proxy).
 func TestBeanstalkResultLine(t *testing.T) {
-	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	addr := startBeanstalkEngine(t)
 	pid := strconv.Itoa(os.Getpid())
 	line := regexp.MustCompile(`(?m)^result ops_per_s=([0-9]+) p50_us=[0-9.]+ p99_us=[0-9.]+ server_cpu_us=[0-9.]+ proxy_cpu_us=[0-9.]+ gen_cpu_us=[0-9.]+$`)
 	for _, wl := range []string{"put", "pipelined-put", "reserve-delete", "cycle"} {
 		var out, errb bytes.Buffer
-		args := []string{"-addr", l.Addr().String(), "-workload", wl, "-n", "300", "-conns", "2",
+		args := []string{"-addr", addr, "-workload", wl, "-n", "300", "-conns", "2",
 			"-producers", "2", "-consumers", "2", "-pipeline", "10", "-pid", pid, "-proxy-pid", pid}
 		if code := runBeanstalk(args, &out, &errb); code != 0 {
 			t.Fatalf("%s: code %d\nstdout: %s\nstderr: %s", wl, code, out.String(), errb.String())
@@ -58,7 +45,7 @@ func TestBeanstalkResultLine(t *testing.T) {
 	}
 	// Both servers measured: the summary gives each one's CPU per job.
 	out.Reset()
-	args := []string{"-addr", l.Addr().String(), "-compare", l.Addr().String(), "-workload", "put", "-n", "300",
+	args := []string{"-addr", addr, "-compare", addr, "-workload", "put", "-n", "300",
 		"-conns", "2", "-pid", pid, "-compare-pid", pid}
 	if code := runBeanstalk(args, &out, &errb); code != 0 {
 		t.Fatalf("compare: code %d\nstderr: %s", code, errb.String())
@@ -73,24 +60,7 @@ func TestBeanstalkResultLine(t *testing.T) {
 // servers take turns running first, round by round: the run before
 // weighs on the next one, so a fixed order would favour one server.
 func TestBeanstalkCompareFlipsOrder(t *testing.T) {
-	var addrs [2]string
-	for i := range addrs {
-		srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Serve(l)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			srv.Shutdown(ctx)
-		})
-		addrs[i] = l.Addr().String()
-	}
+	addrs := [2]string{startBeanstalkEngine(t), startBeanstalkEngine(t)}
 	var out, errb bytes.Buffer
 	args := []string{"-addr", addrs[0], "-compare", addrs[1], "-workload", "put", "-n", "50", "-conns", "1", "-rounds", "3"}
 	if code := runBeanstalk(args, &out, &errb); code != 0 {
@@ -107,4 +77,25 @@ func TestBeanstalkCompareFlipsOrder(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^summary workload=put median rate ` + regexp.QuoteMeta(a) + `=[0-9]+ ` + regexp.QuoteMeta(b) + `=`).MatchString(out.String()) {
 		t.Fatalf("the summary does not name -addr first:\n%s", out.String())
 	}
+}
+
+// startBeanstalkEngine serves jobgate's Beanstalk engine on a free
+// loopback port until the test ends, and returns its address.
+func startBeanstalkEngine(t *testing.T) string {
+	t.Helper()
+	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return l.Addr().String()
 }
