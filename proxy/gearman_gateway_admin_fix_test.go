@@ -36,12 +36,7 @@ func linesWith(lines []string, sub string) []string {
 func TestGearmanGatewayAdminAfterReload(t *testing.T) {
 	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
 	gw, srv := startAdminGateway(t, up)
-	w := dialGW(t, gw)
-	w.send(codec.CanDo, "s.a")
-	w.quiet()
-	for _, u := range up {
-		waitListing(t, u, "status", hasWorkers(1, "s.a"))
-	}
+	gatewayWorker(t, gw, up, "s.a")
 	check := func(when string) {
 		t.Helper()
 		if got := linesWith(adminListing(t, gw, "status"), "s.a\t"); !slices.Equal(got, []string{"s.a\t0\t0\t1"}) {

@@ -120,6 +120,21 @@ func hasLines(want ...string) func([]string) bool {
 	}
 }
 
+// gatewayWorker connects a worker to the gateway at gw for fns and waits
+// until every upstream in up lists it as one worker of each.
+func gatewayWorker(t *testing.T, gw string, up []string, fns ...string) *gwClient {
+	t.Helper()
+	w := dialGW(t, gw)
+	for _, fn := range fns {
+		w.send(codec.CanDo, fn)
+	}
+	w.quiet()
+	for _, u := range up {
+		waitListing(t, u, "status", hasWorkers(1, fns...))
+	}
+	return w
+}
+
 // hasWorkers reports a predicate that a status listing has n workers for
 // each of fns.
 func hasWorkers(n int, fns ...string) func([]string) bool {
@@ -349,13 +364,7 @@ func TestGearmanGatewayAdminWorkersListedOnce(t *testing.T) {
 func TestGearmanGatewayAdminWorkerLeaves(t *testing.T) {
 	up := []string{testutil.StartGearmand(t), testutil.StartGearmand(t)}
 	gw, srv := startAdminGateway(t, up)
-	w := dialGW(t, gw)
-	w.send(codec.CanDo, "s.a")
-	w.send(codec.CanDo, "mix.b")
-	w.quiet()
-	for _, u := range up {
-		waitListing(t, u, "status", hasWorkers(1, "s.a", "mix.b"))
-	}
+	w := gatewayWorker(t, gw, up, "s.a", "mix.b")
 	if got := gearadminLines(t, gw, "--status"); !slices.Equal(got, []string{"mix.b\t0\t0\t1", "s.a\t0\t0\t1"}) {
 		t.Fatalf("status with one worker: %q", got)
 	}

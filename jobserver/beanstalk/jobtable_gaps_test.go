@@ -1,7 +1,6 @@
 package beanstalk
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
@@ -60,50 +59,5 @@ func TestRestartIDGapKeepsNoPages(t *testing.T) {
 	c.want(wire.Command{Verb: wire.Delete, ID: id}, wire.Deleted)
 	if n := pagesKept(in.e); n != 1 {
 		t.Fatalf("after a restart the engine keeps %d pages, want only the one being filled", n)
-	}
-}
-
-// TestJobTableIDGaps is TestJobTable with ids that skip, at random, up to
-// a few pages, also right after every job was deleted (as after a restart
-// or refused puts): once every job is gone only the page being filled is
-// kept.
-func TestJobTableIDGaps(t *testing.T) {
-	tab := newJobTable()
-	ref := map[uint64]*job{}
-	rng := rand.New(rand.NewPCG(5, 6))
-	var next uint64 = 1
-	for round := range 20 {
-		next += uint64(rng.IntN(3 * pageSize))
-		for range 3000 {
-			if rng.IntN(200) == 0 {
-				next += uint64(rng.IntN(3 * pageSize))
-			}
-			j := &job{id: next}
-			next++
-			tab.add(j)
-			ref[j.id] = j
-		}
-		for id := range ref {
-			if rng.IntN(10) < 8 || round%5 == 4 {
-				tab.remove(id)
-				delete(ref, id)
-			}
-		}
-		for id, j := range ref {
-			if tab.get(id) != j {
-				t.Fatalf("get(%d) = %p, want %p", id, tab.get(id), j)
-			}
-		}
-	}
-	for id := range ref {
-		tab.remove(id)
-	}
-	for n := range tab.pages {
-		if n != tab.maxID>>pageBits {
-			t.Fatalf("page %d kept with no jobs (filling page %d)", n, tab.maxID>>pageBits)
-		}
-	}
-	if len(tab.overflow) != 0 {
-		t.Fatalf("%d overflow entries left", len(tab.overflow))
 	}
 }

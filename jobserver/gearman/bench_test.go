@@ -22,9 +22,16 @@ func req(t codec.Type, args ...[]byte) *codec.Packet {
 }
 
 // BenchmarkEngineForeground: submit, grab, complete, one job at a time.
-func BenchmarkEngineForeground(b *testing.B) {
+func BenchmarkEngineForeground(b *testing.B) { benchForeground(b, false) }
+
+// benchForeground runs foreground jobs one at a time; traced, each job has
+// a creation context and the grab's trace is read as the proxy reads it.
+func benchForeground(b *testing.B, traced bool) {
 	e, _ := New(Config{HandlePrefix: "H:bench"})
 	defer e.Stop()
+	if traced {
+		e.SetTraceHook(&countingClock{})
+	}
 	cout, wout := &discard{}, &discard{}
 	c := e.NewSession(SessionInfo{}, cout)
 	w := e.NewSession(SessionInfo{}, wout)
@@ -33,11 +40,20 @@ func BenchmarkEngineForeground(b *testing.B) {
 	submit := req(codec.SubmitJob, fn, nil, body)
 	grab := req(codec.GrabJob)
 	complete := req(codec.WorkComplete, nil, result)
+	cr := testCreation(9)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if traced {
+			c.SetCreation(cr)
+		}
 		c.Handle(submit)
 		w.Handle(grab)
+		if traced {
+			if jt, ok := w.LastJobTrace(); !ok || jt.Attempt != 1 {
+				b.Fatal("no trace")
+			}
+		}
 		complete.Args[0] = wout.handle
 		w.Handle(complete)
 	}
