@@ -134,8 +134,15 @@ func TestGearmanGatewayLoopStalledUpstreams(t *testing.T) {
 	b := dialGW(t, st.addr) // waits on the stuck one
 	start := time.Now()
 	a.send(codec.SubmitJobBg, fSilent, "", "x")
-	big := strings.Repeat("d", 16<<20) // more than the socket buffers take
-	b.write(append(pkt(codec.SubmitJobBg, fStuck, "", big), pkt(codec.EchoReq, "after")...))
+	// More than the socket buffers take. Written on its own goroutine:
+	// the gateway takes its time to read 16 MiB (under -race, seconds),
+	// and the client below must not wait for that to be sent.
+	big := strings.Repeat("d", 16<<20)
+	bWrote := make(chan error, 1)
+	go func() {
+		_, err := b.nc.Write(append(pkt(codec.SubmitJobBg, fStuck, "", big), pkt(codec.EchoReq, "after")...))
+		bWrote <- err
+	}()
 
 	// Meanwhile: another client, served through the loop.
 	o := dialGW(t, st.addr)
@@ -146,6 +153,9 @@ func TestGearmanGatewayLoopStalledUpstreams(t *testing.T) {
 	served := time.Since(start)
 	loopServed(t, st.srv)
 
+	if err := <-bWrote; err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []struct {
 		c    *gwClient
 		name string
