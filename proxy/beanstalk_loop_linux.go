@@ -10,6 +10,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
 	"github.com/jobgate/jobgate/proxy/connlimit"
 )
@@ -47,6 +48,8 @@ type beanstalkLoop struct {
 	dirty []*bloopConn          // loop only; connections with replies to write
 	spare []*bloopConn          // loop only; dirty's other buffer
 	evs   [256]syscall.EpollEvent
+	reads [256]int32   // loop only; per event, its read's index in io, or -1
+	io    *uring.Batch // loop only; a batch's reads, then its writes
 	// execAsync, loop only: the batch ran ExecAsync, so the engine may
 	// hold journal records for the loop to write (housekeep).
 	execAsync bool
@@ -76,6 +79,7 @@ type bloopConn struct {
 	ir  int
 	out []byte // replies not yet written, but for the bodies in refs
 
+	op       int32           // flush's: the write's index in l.io, or -1
 	refs     []bloopRef      // large reply bodies queued by reference (beanstalk_loop_out_linux.go)
 	refBytes int             // bytes of refs not yet written
 	iov      []syscall.Iovec // writeOut's, kept between writes
@@ -122,7 +126,7 @@ func startBeanstalkLoop(s *BeanstalkServer) (*beanstalkLoop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &beanstalkLoop{srv: s, poll: p, wake: w}
+	l := &beanstalkLoop{srv: s, poll: p, wake: w, io: uring.New()}
 	s.wg.Add(1)
 	go l.run()
 	return l, nil
@@ -270,6 +274,7 @@ func (l *beanstalkLoop) run() {
 		l.mu.Lock()
 		l.sleeping = false
 		l.mu.Unlock()
+		l.readAll(n)
 		for i := 0; i < n; i++ {
 			ev := &l.evs[i]
 			if ev.Fd == wakeID {
@@ -277,7 +282,7 @@ func (l *beanstalkLoop) run() {
 				continue
 			}
 			if b := l.slots.items[ev.Fd]; b != nil {
-				l.event(b, ev.Events)
+				l.event(b, ev.Events, l.reads[i])
 			}
 		}
 		if l.housekeep() {
@@ -286,16 +291,44 @@ func (l *beanstalkLoop) run() {
 	}
 }
 
-// event handles one readiness report of b's socket.
-func (l *beanstalkLoop) event(b *bloopConn, ev uint32) {
+// readAll reads every socket of the first n events that reported input
+// it reads, with one batch, and takes what each read brought; event then
+// serves it.
+func (l *beanstalkLoop) readAll(n int) {
+	io := l.io
+	io.Reset()
+	for i := 0; i < n; i++ {
+		ev := &l.evs[i]
+		l.reads[i] = -1
+		if ev.Fd == wakeID {
+			continue
+		}
+		b := l.slots.items[ev.Fd]
+		if b != nil && b.events&epoll.In != 0 && ev.Events&(epoll.In|epoll.Err) != 0 {
+			l.reads[i] = int32(b.queueRead(io))
+		}
+	}
+	io.Run()
+	for i := 0; i < n; i++ {
+		if k := l.reads[i]; k >= 0 {
+			got, _ := io.Result(int(k))
+			l.slots.items[l.evs[i].Fd].gotRead(got)
+		}
+	}
+}
+
+// event handles one readiness report of b's socket, whose read (at
+// index read of l.io, or -1) readAll made.
+func (l *beanstalkLoop) event(b *bloopConn, ev uint32, read int32) {
 	if ev&epoll.Out != 0 {
 		l.write(b)
 	}
 	if b.closed {
 		return
 	}
-	if b.events&epoll.In != 0 && ev&(epoll.In|epoll.Err) != 0 {
-		l.read(b)
+	if read >= 0 {
+		n, err := l.io.Result(int(read))
+		l.readDone(b, n, err)
 		return
 	}
 	if ev&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
@@ -364,6 +397,7 @@ func (l *beanstalkLoop) housekeep() bool {
 		l.close(b)
 	}
 	l.poll.Close()
+	l.io.Close()
 	l.mu.Lock()
 	l.wake.Close()
 	l.mu.Unlock()
@@ -410,16 +444,31 @@ func (l *beanstalkLoop) resume(b *bloopConn) {
 	l.serve(b)
 }
 
-// flush writes every connection that got output. A write that drains a
-// stalled connection serves its next commands, which may mark it again.
+// flush writes every connection that got output, all of them with one
+// batch. A write that drains a stalled connection serves its next
+// commands, which may mark it again.
 func (l *beanstalkLoop) flush() {
+	io := l.io
 	for len(l.dirty) > 0 {
 		batch := l.dirty
 		l.dirty = l.spare[:0]
+		io.Reset()
+		for _, b := range batch {
+			b.dirty = false
+			if !b.closed && b.pending() > 0 {
+				b.op = int32(b.queueOut(io))
+			} else {
+				b.op = -1
+			}
+		}
+		io.Run()
 		for i, b := range batch {
 			batch[i] = nil
-			b.dirty = false
-			l.write(b)
+			if b.op >= 0 {
+				n, err := io.Result(int(b.op))
+				b.wroteOut(n)
+				l.wrote(b, n, err)
+			}
 		}
 		l.spare = batch[:0]
 	}
@@ -439,8 +488,15 @@ func (l *beanstalkLoop) write(b *bloopConn) {
 	if b.closed || b.pending() == 0 {
 		return
 	}
-	w := &b.c.watch
 	n, err := b.writeOut()
+	l.wrote(b, n, err)
+}
+
+// wrote follows up a write of b's output that took n bytes: a failed one
+// closes b, a slow reader is cut off, and b is served again or waits for
+// room.
+func (l *beanstalkLoop) wrote(b *bloopConn, n int, err error) {
+	w := &b.c.watch
 	if err != nil {
 		b.dead = true
 		l.close(b)

@@ -7,6 +7,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 )
 
 // Large bodies on a loop connection, in and out, as beanstalkd moves them:
@@ -52,16 +53,35 @@ func (b *bloopConn) appendReply(r *wire.Reply, jobBody bool) {
 // writeOut writes what it can of b's output with one system call, a
 // writev when bodies are queued by reference, and drops what was written.
 func (b *bloopConn) writeOut() (int, error) {
+	var n int
+	var err error
 	if len(b.refs) == 0 {
-		n, err := epoll.Write(b.fd, b.out)
-		b.out = b.out[:copy(b.out, b.out[n:])]
-		return n, err
+		n, err = epoll.Write(b.fd, b.out)
+	} else {
+		n, err = epoll.Writev(b.fd, b.outIov())
 	}
+	b.wroteOut(n)
+	return n, err
+}
+
+// queueOut queues in io the write writeOut would make; wroteOut takes its
+// result.
+func (b *bloopConn) queueOut(io *uring.Batch) int {
+	if len(b.refs) == 0 {
+		return io.Write(b.fd, b.out)
+	}
+	return io.Writev(b.fd, b.outIov())
+}
+
+// outIov describes the output in b.iov: the lines from b.out, the bodies
+// from where they lie, at most epoll.MaxIov buffers (the rest goes with
+// the next write).
+func (b *bloopConn) outIov() []syscall.Iovec {
 	iov := b.iov[:0]
 	prev, all := 0, true
 	for _, r := range b.refs {
 		if len(iov) > epoll.MaxIov-3 {
-			all = false // the rest goes with the next write
+			all = false
 			break
 		}
 		if r.at > prev {
@@ -73,11 +93,15 @@ func (b *bloopConn) writeOut() (int, error) {
 	if all && prev < len(b.out) {
 		iov = appendIov(iov, b.out[prev:])
 	}
-	n, err := epoll.Writev(b.fd, iov)
-	clear(iov) // hold no body past the call
-	b.iov = iov[:0]
+	b.iov = iov
+	return iov
+}
+
+// wroteOut drops the n bytes of output a write took.
+func (b *bloopConn) wroteOut(n int) {
+	clear(b.iov) // hold no body past the write
+	b.iov = b.iov[:0]
 	b.consume(n)
-	return n, err
 }
 
 // appendIov appends p, non-empty, to iov.
@@ -126,9 +150,10 @@ func (b *bloopConn) dropOut() {
 	b.refs, b.refBytes = b.refs[:0], 0
 }
 
-// readBody reads the rest of a put body the decoder holds in its own
-// buffer, and what follows it into b.in, with one readv.
-func (b *bloopConn) readBody(room []byte) (int, error) {
+// bodyRoom makes room in b.in for what follows a put body the decoder
+// is reading into its own buffer, for readv to take both at once
+// (queueRead).
+func (b *bloopConn) bodyRoom() {
 	if cap(b.in)-len(b.in) < bloopReadMin {
 		if b.ir == len(b.in) { // always so while a body is read: Decode took all
 			b.in, b.ir = b.in[:0], 0
@@ -139,13 +164,6 @@ func (b *bloopConn) readBody(room []byte) (int, error) {
 			b.in = buf
 		}
 	}
-	n, err := epoll.Readv(b.fd, room, b.in[len(b.in):cap(b.in)])
-	if n > 0 {
-		k := min(n, len(room))
-		b.dec.Filled(k)
-		b.in = b.in[:len(b.in)+n-k]
-	}
-	return n, err
 }
 
 // sameBytes reports whether a and b are the same slice of the same memory.

@@ -7,19 +7,22 @@ import (
 	"time"
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
-	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 	"github.com/jobgate/jobgate/proxy/auth"
 )
 
-// read reads b's socket once and serves the whole commands it completed.
-// A hang-up while a reserve waits cancels it: the client gets TIMED_OUT,
-// as from beanstalkd, and the commands it sent before closing are still
-// served, as on a connection goroutine (beanstalkConn.await).
-func (l *beanstalkLoop) read(b *bloopConn) {
+// queueRead queues in io one read of b's socket: the rest of a put body
+// the decoder holds in its own buffer and what follows it into b.in with
+// one readv, else into b.in, grown to take at least what the decoder
+// needs. gotRead takes its result, before anything else touches b's
+// input; readDone then serves what it brought. A hang-up while a reserve
+// waits cancels it: the client gets TIMED_OUT, as from beanstalkd, and
+// the commands it sent before closing are still served, as on a
+// connection goroutine (beanstalkConn.await).
+func (b *bloopConn) queueRead(io *uring.Batch) int {
 	if room := b.dec.Room(); len(room) > 0 {
-		n, err := b.readBody(room)
-		l.readDone(b, n, err)
-		return
+		b.bodyRoom()
+		return io.Readv(b.fd, room, b.in[len(b.in):cap(b.in)])
 	}
 	pending := len(b.in) - b.ir
 	want := max(bloopReadMin, b.dec.Need(b.in[b.ir:])-pending)
@@ -34,15 +37,25 @@ func (l *beanstalkLoop) read(b *bloopConn) {
 			b.in = buf
 		}
 	}
-	n, err := epoll.Read(b.fd, b.in[len(b.in):cap(b.in)])
-	if n > 0 {
-		b.in = b.in[:len(b.in)+n]
-	}
-	l.readDone(b, n, err)
+	return io.Read(b.fd, b.in[len(b.in):cap(b.in)])
 }
 
-// readDone serves what a read of n bytes brought (already appended to
-// b.in or a body's room), or handles its error or end of input.
+// gotRead takes the n bytes the read queueRead queued brought: first
+// what the body the decoder reads still lacks, the rest into b.in.
+func (b *bloopConn) gotRead(n int) {
+	if n <= 0 {
+		return
+	}
+	if room := b.dec.Room(); len(room) > 0 {
+		k := min(n, len(room))
+		b.dec.Filled(k)
+		n -= k
+	}
+	b.in = b.in[:len(b.in)+n]
+}
+
+// readDone serves what a read of n bytes brought (gotRead), or handles
+// its error or end of input.
 func (l *beanstalkLoop) readDone(b *bloopConn, n int, err error) {
 	switch {
 	case err == syscall.EAGAIN:

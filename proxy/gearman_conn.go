@@ -73,6 +73,10 @@ type gearmanConn struct {
 	slot     int32         // index in loop.conns and epoll id
 	rd       *codec.Reader // reads fd, one read per readiness event
 	canRead  bool          // the current readiness event has not been read yet
+	readErr  error         // the end of input or error the loop's batched read met, for rd
+	wbuf     []byte        // output taken for the loop's write (takeOut)
+	writing  bool          // wbuf is out for a write
+	op       int32         // that write's index in the loop's batch
 	wantOut  bool          // EPOLLOUT is registered: output is waiting for room
 	closed   bool          // closed by the loop
 	paused   bool          // a request is handled off the loop: not in the poller, not read

@@ -3,11 +3,13 @@
 package proxy
 
 import (
+	"io"
 	"sync"
 	"syscall"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 )
 
 // gearmanLoop serves every TCP connection of a GearmanServer from one
@@ -37,6 +39,8 @@ type gearmanLoop struct {
 	slots loopSlots[*gearmanConn] // loop only
 	batch []*gearmanConn          // loop only; the dirty list being flushed
 	evs   [256]syscall.EpollEvent
+	reads [256]int32   // loop only; per event, its read's index in io, or -1
+	io    *uring.Batch // loop only; a batch's reads, then its writes
 	// engineUsed, loop only: the batch handed requests to the local
 	// engine, which may hold journal records for the loop (housekeep).
 	engineUsed bool
@@ -59,7 +63,7 @@ func startGearmanLoop(s *GearmanServer) (*gearmanLoop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &gearmanLoop{srv: s, poll: p, wake: w}
+	l := &gearmanLoop{srv: s, poll: p, wake: w, io: uring.New()}
 	s.wg.Add(1)
 	go l.run()
 	return l, nil
@@ -149,6 +153,7 @@ func (l *gearmanLoop) run() {
 		if err != nil {
 			l.srv.log.Error("gearman epoll", "err", err)
 		}
+		l.readAll(n)
 		for i := 0; i < n; i++ {
 			ev := &l.evs[i]
 			if ev.Fd == wakeID {
@@ -167,12 +172,54 @@ func (l *gearmanLoop) run() {
 				l.write(c)
 			}
 			if ev.Events&(epoll.In|epoll.Err) != 0 && !c.closed {
-				l.read(c)
+				if l.reads[i] >= 0 {
+					l.frames(c)
+				} else {
+					l.read(c)
+				}
 			}
 		}
 		l.sweep()
 		if l.housekeep() {
 			return
+		}
+	}
+}
+
+// readAll reads, with one batch, every connection of the first n events
+// that reported input, into its Reader's free space; the event pass then
+// runs the frames (frames). One whose buffer is full is left to read,
+// which grows it.
+func (l *gearmanLoop) readAll(n int) {
+	l.io.Reset()
+	for i := 0; i < n; i++ {
+		ev := &l.evs[i]
+		l.reads[i] = -1
+		if ev.Fd <= wakeID || ev.Events&(epoll.In|epoll.Err) == 0 {
+			continue
+		}
+		if c := l.slots.items[ev.Fd]; c != nil && !c.closed {
+			if space := c.rd.Space(); len(space) > 0 {
+				l.reads[i] = int32(l.io.Read(c.fd, space))
+			}
+		}
+	}
+	l.io.Run()
+	for i := 0; i < n; i++ {
+		k := l.reads[i]
+		if k < 0 {
+			continue
+		}
+		c := l.slots.items[l.evs[i].Fd]
+		got, err := l.io.Result(int(k))
+		c.canRead = false // this readiness event is read
+		switch {
+		case got > 0:
+			c.rd.Filled(got)
+		case err == nil:
+			c.readErr = io.EOF
+		case err != syscall.EAGAIN:
+			c.readErr = err
 		}
 	}
 }
@@ -220,6 +267,7 @@ func (l *gearmanLoop) housekeep() bool {
 	l.stopUpstreams()
 	l.poll.Close()
 	l.wake.Close()
+	l.io.Close()
 	return true
 }
 
@@ -232,10 +280,12 @@ func (l *gearmanLoop) register(c *gearmanConn) {
 	}
 }
 
-// flush writes the output of every connection marked dirty, and closes
-// those asked to close. Writes done here may mark more (a closing session
-// fails its jobs' clients), so it runs until the list is empty.
+// flush writes the output of every connection marked dirty, all of them
+// with one batch, and closes those asked to close. Writes done here may
+// mark more (a closing session fails its jobs' clients), so it runs until
+// the list is empty.
 func (l *gearmanLoop) flush() {
+	io := l.io
 	for {
 		l.mu.Lock()
 		batch := l.dirty
@@ -245,35 +295,68 @@ func (l *gearmanLoop) flush() {
 			l.batch = batch
 			return
 		}
+		io.Reset()
 		for i, c := range batch {
-			batch[i] = nil
-			if c.closed {
+			if c.closed || c.writing { // closed, or listed twice
+				batch[i] = nil
 				continue
 			}
 			if c.closeReq.Load() {
 				l.close(c)
+				batch[i] = nil
 				continue
 			}
-			l.write(c)
+			if !l.takeOut(c) {
+				batch[i] = nil
+				continue
+			}
+			c.op = int32(io.Write(c.fd, c.wbuf))
+		}
+		io.Run()
+		for i, c := range batch {
+			batch[i] = nil
+			if c != nil {
+				n, err := io.Result(int(c.op))
+				l.wrote(c, n, err)
+			}
 		}
 		l.batch = batch[:0]
 	}
 }
 
 // write sends what c has queued with one non-blocking write; the rest
-// waits for EPOLLOUT. c.mu is held across the write so that bytes queued
-// by other goroutines meanwhile stay in order behind it.
+// waits for EPOLLOUT.
 func (l *gearmanLoop) write(c *gearmanConn) {
-	if c.closed {
+	if c.closed || !l.takeOut(c) {
 		return
 	}
+	n, err := epoll.Write(c.fd, c.wbuf)
+	l.wrote(c, n, err)
+}
+
+// takeOut takes c's queued bytes into c.wbuf for a write, leaving c.out
+// to what other goroutines queue meanwhile (wrote puts it behind what the
+// write leaves); false, and c closed, if its output is dead.
+func (l *gearmanLoop) takeOut(c *gearmanConn) bool {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
 		l.close(c)
-		return
+		return false
 	}
-	n, err := epoll.Write(c.fd, c.out)
+	c.wbuf, c.out, c.spare = c.out, c.spare[:0], nil
+	c.writing = true
+	c.mu.Unlock()
+	return true
+}
+
+// wrote follows up a write of c.wbuf that took n bytes: what it left goes
+// back ahead of what was queued since, and EPOLLOUT is registered while
+// anything is left.
+func (l *gearmanLoop) wrote(c *gearmanConn, n int, err error) {
+	buf := c.wbuf
+	c.wbuf, c.writing = nil, false
+	c.mu.Lock()
 	if err != nil {
 		c.dead = true
 		c.out = c.out[:0]
@@ -281,15 +364,17 @@ func (l *gearmanLoop) write(c *gearmanConn) {
 		l.close(c)
 		return
 	}
-	c.out = c.out[:copy(c.out, c.out[n:])]
-	rest := len(c.out)
+	rest := len(buf) - n
+	if rest > 0 {
+		buf = append(buf[:copy(buf, buf[n:])], c.out...)
+		c.out, c.spare = buf, c.out[:0]
+	} else if cap(buf) <= 1<<20 { // drop a buffer a burst grew
+		c.spare = buf[:0]
+	}
 	if n > 0 {
 		c.watch.wrote.Add(1)
 	}
 	c.watch.setFlag(watchWriting, rest > 0)
-	if cap(c.out) > 1<<20 && rest == 0 {
-		c.out = nil // drop a buffer a burst grew
-	}
 	c.mu.Unlock()
 	if want := rest > 0; want != c.wantOut && !c.paused {
 		ev := uint32(epoll.In | epoll.Err)
@@ -305,6 +390,12 @@ func (l *gearmanLoop) write(c *gearmanConn) {
 // read reads c's socket once and runs every complete frame.
 func (l *gearmanLoop) read(c *gearmanConn) {
 	c.canRead = true
+	l.frames(c)
+}
+
+// frames runs every complete frame c's Reader has, reading the socket
+// for more if this readiness event has not been read yet (canRead).
+func (l *gearmanLoop) frames(c *gearmanConn) {
 	if c.engine != nil {
 		l.engineUsed = true
 	}
@@ -393,8 +484,15 @@ func (c *gearmanConn) closeFD() {
 }
 
 // loopInput is a loop connection's socket as its Reader sees it: one read
-// per readiness event (epoll.ReadOnce).
+// per readiness event (epoll.ReadOnce), or what readAll's read met.
 type loopInput struct{ c *gearmanConn }
 
-// Read reads once from the socket.
-func (r loopInput) Read(p []byte) (int, error) { return epoll.ReadOnce(r.c.fd, &r.c.canRead, p) }
+// Read reads once from the socket, or returns the end of input or error
+// readAll's read met.
+func (r loopInput) Read(p []byte) (int, error) {
+	if err := r.c.readErr; err != nil {
+		r.c.readErr = nil
+		return 0, err
+	}
+	return epoll.ReadOnce(r.c.fd, &r.c.canRead, p)
+}

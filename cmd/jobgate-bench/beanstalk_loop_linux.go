@@ -13,6 +13,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 )
 
 // bsLoopReadBuf is each loop connection's read buffer: a pipelined batch's
@@ -42,13 +43,18 @@ type bsLoopConn struct {
 	bsReplies
 
 	pend    []byte // output the socket did not take yet
+	queued  []byte // a message to write with the loop's batch, not copied (send)
 	wantOut bool
+	dirty   bool // in the loop's list of connections to write
 
 	t0       time.Duration // when the unit of work in flight started
 	await    int           // INSERTED replies the pipelined batch still waits for
 	deleting bool          // a consumer's delete is in flight
 	late     bool          // the unit in flight began after a timed run's stop
-	del      []byte        // the delete command, rebuilt per job
+	loop     *bsLoop
+	op       int    // the write's index in the loop's batch
+	gone     bool   // ended and taken off the poller
+	del      []byte // the delete command, rebuilt per job
 	ended    bool
 }
 
@@ -107,6 +113,16 @@ func (b *beanstalkBench) runLoops(ws []*bsWorker, start time.Time) error {
 	return errors.Join(errs...)
 }
 
+// bsLoop is one event loop's state: its connections, and the batch its
+// reads and then its writes go through, one system call for each (see
+// internal/uring).
+type bsLoop struct {
+	p     *epoll.Poller
+	io    *uring.Batch
+	dirty []*bsLoopConn // connections with output queued in this batch
+	reads [128]int      // per event, its read's index in io, or -1
+}
+
 // loop is one event loop over its share of the connections.
 func (b *beanstalkBench) loop(conns []*bsLoopConn) error {
 	p, err := epoll.New()
@@ -117,14 +133,22 @@ func (b *beanstalkBench) loop(conns []*bsLoopConn) error {
 	if err := p.ParkWhenAlone(); err != nil { // one CPU: see internal/epoll/park_linux.go
 		return err
 	}
+	lp := &bsLoop{p: p, io: uring.New()}
+	defer lp.io.Close()
 	live := len(conns)
 	for _, l := range conns {
+		l.loop = lp
 		if err := p.Add(l.fd, epoll.In|epoll.Err, l.id); err != nil {
 			return err
 		}
 		if err := l.next(); err != nil {
 			return err
 		}
+	}
+	if err := lp.writeQueued(); err != nil {
+		return err
+	}
+	for _, l := range conns {
 		if err := l.settle(p, &live); err != nil {
 			return err
 		}
@@ -139,22 +163,36 @@ func (b *beanstalkBench) loop(conns []*bsLoopConn) error {
 		if err != nil {
 			return err
 		}
-		for _, ev := range evs[:n] {
+		io := lp.io
+		io.Reset()
+		for i, ev := range evs[:n] {
+			lp.reads[i] = -1
+			if l := conns[ev.Fd]; !l.ended && ev.Events&(epoll.In|epoll.Err) != 0 {
+				lp.reads[i] = io.Read(l.fd, l.in[l.end:])
+			}
+		}
+		io.Run()
+		for i, ev := range evs[:n] {
 			l := conns[ev.Fd]
 			if l.ended {
 				continue
 			}
-			if ev.Events&(epoll.In|epoll.Err) != 0 {
-				if err := l.read(); err != nil {
+			if k := lp.reads[i]; k >= 0 {
+				if err := l.read(io.Result(k)); err != nil {
 					return err
 				}
 			}
-			if ev.Events&epoll.Out != 0 && len(l.pend) > 0 {
+			if ev.Events&epoll.Out != 0 && len(l.pend) > 0 && !l.dirty {
 				if err := l.flush(); err != nil {
 					return err
 				}
 			}
-			if err := l.settle(p, &live); err != nil {
+		}
+		if err := lp.writeQueued(); err != nil {
+			return err
+		}
+		for _, ev := range evs[:n] {
+			if err := conns[ev.Fd].settle(p, &live); err != nil {
 				return err
 			}
 		}
@@ -162,10 +200,45 @@ func (b *beanstalkBench) loop(conns []*bsLoopConn) error {
 	return nil
 }
 
+// writeQueued writes what the batch's replies made the connections send,
+// with one batch; what a socket does not take waits for EPOLLOUT.
+func (lp *bsLoop) writeQueued() error {
+	io := lp.io
+	io.Reset()
+	for _, l := range lp.dirty {
+		if l.queued != nil {
+			l.op = io.Write(l.fd, l.queued)
+		} else {
+			l.op = io.Write(l.fd, l.pend)
+		}
+	}
+	io.Run()
+	for i, l := range lp.dirty {
+		lp.dirty[i] = nil
+		l.dirty = false
+		n, err := io.Result(l.op)
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		if l.queued != nil {
+			l.pend = append(l.pend, l.queued[n:]...)
+			l.queued = nil
+		} else {
+			l.pend = l.pend[:copy(l.pend, l.pend[n:])]
+		}
+	}
+	lp.dirty = lp.dirty[:0]
+	return nil
+}
+
 // settle brings l's epoll interest up to date: EPOLLOUT while output
 // waits, nothing once l has ended.
 func (l *bsLoopConn) settle(p *epoll.Poller, live *int) error {
 	if l.ended {
+		if l.gone {
+			return nil
+		}
+		l.gone = true
 		*live--
 		return p.Del(l.fd)
 	}
@@ -182,18 +255,23 @@ func (l *bsLoopConn) settle(p *epoll.Poller, live *int) error {
 	return nil
 }
 
-// send writes m at once if nothing is waiting before it, keeping what the
-// socket does not take for EPOLLOUT. m itself is never kept: it may be a
-// shared message.
+// send queues m for the loop's batch of writes, after what is waiting
+// already. m itself is kept only until that batch: it may be a shared
+// message, or l.del.
 func (l *bsLoopConn) send(m []byte) error {
-	if len(l.pend) == 0 {
-		n, err := epoll.Write(l.fd, m)
-		if err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-		m = m[n:]
+	switch {
+	case l.dirty && l.queued != nil: // a second message in one batch
+		l.pend = append(append(l.pend, l.queued...), m...)
+		l.queued = nil
+	case l.dirty || len(l.pend) > 0:
+		l.pend = append(l.pend, m...)
+	default:
+		l.queued = m
 	}
-	l.pend = append(l.pend, m...)
+	if !l.dirty {
+		l.dirty = true
+		l.loop.dirty = append(l.loop.dirty, l)
+	}
 	return nil
 }
 
@@ -207,10 +285,10 @@ func (l *bsLoopConn) flush() error {
 	return nil
 }
 
-// read reads the socket once (level-triggered epoll reports it again if
-// more is waiting) and handles every whole reply the buffer then holds.
-func (l *bsLoopConn) read() error {
-	n, err := epoll.Read(l.fd, l.in[l.end:])
+// read handles what the loop's read of the socket brought (n bytes, or
+// err): every whole reply the buffer then holds. Level-triggered epoll
+// reports the socket again if more is waiting.
+func (l *bsLoopConn) read(n int, err error) error {
 	switch {
 	case err == syscall.EAGAIN:
 		return nil

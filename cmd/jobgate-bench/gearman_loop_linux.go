@@ -4,12 +4,14 @@ package main
 
 import (
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 )
 
 // loopConn is a generator connection inside an event loop.
@@ -19,13 +21,24 @@ type loopConn struct {
 	fd      int
 	rd      *codec.Reader
 	canRead bool
+	readErr error  // the end of input or error the loop's batched read met
+	id      int32  // the epoll id
 	pend    []byte // output the socket did not take yet
+	out     []byte // the output being written by the batch
+	op      int    // its write's index in the batch
 	wantOut bool
 	ended   bool // a client with nothing in flight, counted off
 }
 
-// Read reads the socket once per readiness event (epoll.ReadOnce).
-func (l *loopConn) Read(p []byte) (int, error) { return epoll.ReadOnce(l.fd, &l.canRead, p) }
+// Read reads the socket once per readiness event (epoll.ReadOnce), or
+// returns what the loop's batched read met.
+func (l *loopConn) Read(p []byte) (int, error) {
+	if err := l.readErr; err != nil {
+		l.readErr = nil
+		return 0, err
+	}
+	return epoll.ReadOnce(l.fd, &l.canRead, p)
+}
 
 // runLoops drives the connections from b.loops event loops, each a
 // goroutine with its own epoll: one read per ready socket, one write per
@@ -71,88 +84,130 @@ func (b *gearmanBench) runLoops(conns []benchConn) error {
 	return errors.Join(errs...)
 }
 
-// loop is one event loop over its share of the connections.
+// loop is one event loop over its share of the connections. It reads the
+// sockets epoll reports with one batch, and writes what their packets
+// made the connections send with another (internal/uring).
 func (b *gearmanBench) loop(conns []*loopConn, remaining *atomic.Int64) error {
 	p, err := epoll.New()
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	batch := uring.New()
+	defer batch.Close()
 	for i, l := range conns {
-		if err := p.Add(l.fd, epoll.In|epoll.Err, int32(i)); err != nil {
-			return err
-		}
-		if err := b.send(p, l, int32(i), remaining); err != nil {
+		l.id = int32(i)
+		if err := p.Add(l.fd, epoll.In|epoll.Err, l.id); err != nil {
 			return err
 		}
 	}
+	if err := b.writeAll(p, batch, conns, remaining); err != nil {
+		return err
+	}
 	var evs [128]syscall.EpollEvent
+	var reads [128]int
+	ready := make([]*loopConn, 0, len(evs))
 	for remaining.Load() > 0 {
 		// The timeout lets a loop holding only workers notice the end.
 		n, err := p.Wait(evs[:], 20)
 		if err != nil {
 			return err
 		}
-		for _, ev := range evs[:n] {
+		batch.Reset()
+		ready = ready[:0]
+		for i, ev := range evs[:n] {
 			l := conns[ev.Fd]
+			ready = append(ready, l)
+			reads[i] = -1
 			if ev.Events&(epoll.In|epoll.Err) != 0 {
 				l.canRead = true
-				for {
-					f, err := l.rd.ReadFrame()
-					if err == epoll.ErrWouldBlock {
-						break
-					}
-					if err != nil {
-						if !l.client && b.stop.Load() {
-							break // the run is over; a worker may be cut off
-						}
-						return err
-					}
-					if err := l.c.handle(&f); err != nil {
-						return err
-					}
+				if space := l.rd.Space(); len(space) > 0 {
+					reads[i] = batch.Read(l.fd, space)
 				}
 			}
-			if err := b.send(p, l, ev.Fd, remaining); err != nil {
-				return err
+		}
+		batch.Run()
+		for i, l := range ready {
+			if reads[i] < 0 {
+				continue
 			}
+			got, err := batch.Result(reads[i])
+			l.canRead = false
+			switch {
+			case got > 0:
+				l.rd.Filled(got)
+			case err == nil:
+				l.readErr = io.EOF
+			case err != syscall.EAGAIN:
+				l.readErr = err
+			}
+		}
+		for i, ev := range evs[:n] {
+			if ev.Events&(epoll.In|epoll.Err) == 0 {
+				continue
+			}
+			l := ready[i]
+			for {
+				f, err := l.rd.ReadFrame()
+				if err == epoll.ErrWouldBlock {
+					break
+				}
+				if err != nil {
+					if !l.client && b.stop.Load() {
+						break // the run is over; a worker may be cut off
+					}
+					return err
+				}
+				if err := l.c.handle(&f); err != nil {
+					return err
+				}
+			}
+		}
+		if err := b.writeAll(p, batch, ready, remaining); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// send writes what l queued, keeping what the socket does not take for
-// EPOLLOUT, and counts a finished client off.
-func (b *gearmanBench) send(p *epoll.Poller, l *loopConn, id int32, remaining *atomic.Int64) error {
-	if out := l.c.output(); len(out) > 0 {
-		if len(l.pend) == 0 {
-			n, err := epoll.Write(l.fd, out)
-			if err != nil {
-				return err
-			}
-			out = out[n:]
+// writeAll writes what each of conns queued, with one batch, keeping what
+// a socket does not take for EPOLLOUT, and counts finished clients off.
+func (b *gearmanBench) writeAll(p *epoll.Poller, batch *uring.Batch, conns []*loopConn, remaining *atomic.Int64) error {
+	batch.Reset()
+	for _, l := range conns {
+		out := l.c.output()
+		if len(l.pend) > 0 {
+			l.pend = append(l.pend, out...)
+			out = l.pend
 		}
-		l.pend = append(l.pend, out...)
-	} else if len(l.pend) > 0 {
-		n, err := epoll.Write(l.fd, l.pend)
+		l.out, l.op = out, batch.Write(l.fd, out)
+	}
+	batch.Run()
+	for _, l := range conns {
+		n, err := batch.Result(l.op)
 		if err != nil {
 			return err
 		}
-		l.pend = l.pend[:copy(l.pend, l.pend[n:])]
-	}
-	if want := len(l.pend) > 0; want != l.wantOut {
-		ev := uint32(epoll.In | epoll.Err)
-		if want {
-			ev |= epoll.Out
+		if len(l.pend) > 0 {
+			l.pend = l.pend[:copy(l.pend, l.pend[n:])]
+		} else {
+			l.pend = append(l.pend, l.out[n:]...)
 		}
-		if err := p.Mod(l.fd, ev, id); err != nil {
-			return err
+		l.out = nil
+		if want := len(l.pend) > 0; want != l.wantOut {
+			ev := uint32(epoll.In | epoll.Err)
+			if want {
+				ev |= epoll.Out
+			}
+			if err := p.Mod(l.fd, ev, l.id); err != nil {
+				return err
+			}
+			l.wantOut = want
 		}
-		l.wantOut = want
-	}
-	if l.client && !l.ended && l.c.done() {
-		l.ended = true
-		remaining.Add(-1)
+		if l.client && !l.ended && l.c.done() {
+			l.ended = true
+			remaining.Add(-1)
+		}
 	}
 	return nil
 }

@@ -139,8 +139,9 @@ func sameFrame(a, b *Frame) bool {
 	return true
 }
 
-// FuzzReader: decoding never panics; a stream decodes the same whole and one
-// byte at a time; every decoded frame re-encodes (by AppendTo and by the
+// FuzzReader: decoding never panics; a stream decodes the same whole, one
+// byte at a time, and read into Space in chunks as an event loop does;
+// every decoded frame re-encodes (by AppendTo and by the
 // Writer, identically) to bytes that decode to the same frame.
 func FuzzReader(f *testing.F) {
 	addSeeds(f, seedStreams())
@@ -148,6 +149,11 @@ func FuzzReader(f *testing.F) {
 		whole := decodeAll(bytes.NewReader(data), fuzzLimits)
 		if oneByte := decodeAll(iotest.OneByteReader(bytes.NewReader(data)), fuzzLimits); !equalStrings(whole, oneByte) {
 			t.Fatalf("one byte at a time:\n%s\nwhole:\n%s", strings.Join(oneByte, "\n"), strings.Join(whole, "\n"))
+		}
+		for seed := range 3 {
+			if spaced := decodeSpace(data, fuzzLimits, seed+len(data)); !equalStrings(whole, spaced) {
+				t.Fatalf("through Space, seed %d:\n%s\nwhole:\n%s", seed, strings.Join(spaced, "\n"), strings.Join(whole, "\n"))
+			}
 		}
 
 		r := NewReader(bytes.NewReader(data), fuzzLimits)

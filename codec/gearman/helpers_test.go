@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -71,6 +72,75 @@ func decodeAll(rd io.Reader, lim Limits) []string {
 		}
 	}
 	panic("decodeAll: no end")
+}
+
+// errNotRead is what spaceFeed's Reader returns while the bytes of the
+// current readiness have all been handed over, as an event loop's socket
+// returns "would block".
+var errNotRead = errors.New("not read yet")
+
+// decodeSpace decodes data as an event loop that batches its reads does:
+// before each round it copies the next chunk (sizes from seed) into the
+// Reader's Space and reports it with Filled, then reads frames until the
+// Reader asks the socket for more. A Space too small for the chunk takes
+// what fits, and an empty one leaves the round's read to the Reader, as
+// the loop does, which then grows its buffer.
+func decodeSpace(data []byte, lim Limits, seed int) []string {
+	feed := &spaceFeed{data: data}
+	r := NewReader(feed, lim)
+	var out []string
+	rng := rand.New(rand.NewSource(int64(seed)))
+	for round := 0; round < 1000000; round++ {
+		chunk := 1 + rng.Intn(100)
+		if rng.Intn(3) == 0 {
+			chunk = 1 + rng.Intn(6000)
+		}
+		feed.chunk, feed.armed = chunk, true
+		if space := r.Space(); len(space) > 0 && len(feed.data) > 0 {
+			n := copy(space, feed.data[:min(chunk, len(feed.data))])
+			feed.data = feed.data[n:]
+			feed.armed = false
+			r.Filled(n)
+		}
+		for {
+			f, err := r.ReadFrame()
+			if err == errNotRead {
+				break
+			}
+			if err == io.EOF {
+				return out
+			}
+			out = append(out, event(f, err))
+			if IsFatal(err) {
+				return out
+			}
+		}
+	}
+	panic("decodeSpace: no end")
+}
+
+// spaceFeed is decodeSpace's socket: one read of at most chunk bytes per
+// round while armed, then errNotRead; io.EOF once all is read.
+type spaceFeed struct {
+	data  []byte
+	chunk int
+	armed bool
+}
+
+func (f *spaceFeed) Read(p []byte) (int, error) {
+	if !f.armed {
+		if len(f.data) == 0 {
+			return 0, io.EOF
+		}
+		return 0, errNotRead
+	}
+	f.armed = false
+	if len(f.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, f.data[:min(f.chunk, len(f.data))])
+	f.data = f.data[n:]
+	return n, nil
 }
 
 // chunkReader returns its chunks one Read at a time, never merging them.

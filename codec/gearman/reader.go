@@ -201,6 +201,32 @@ func (r *Reader) FrameBuffered() bool {
 	return int64(len(b)-HeaderSize) >= int64(binary.BigEndian.Uint32(b[8:]))
 }
 
+// Space returns the buffer's free room after the unread bytes, for a
+// caller that reads the connection itself (an event loop batching the
+// reads of many sockets) to read into and report with Filled; the next
+// ReadFrame decodes what it holds before it reads. The unread bytes are
+// moved to the front first when that makes room. Empty when the buffer is
+// full: a ReadFrame then grows it, as a frame larger than it needs. Valid
+// until the next call.
+func (r *Reader) Space() []byte {
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+	} else if r.r > 0 && len(r.buf)-r.w < minBufSize/2 {
+		r.w = copy(r.buf, r.buf[r.r:r.w])
+		r.r = 0
+	}
+	return r.buf[r.w:]
+}
+
+// Filled records that n bytes, at most len(Space()), were read into the
+// room Space returned.
+func (r *Reader) Filled(n int) {
+	if n < 0 || n > len(r.buf)-r.w {
+		panic("gearman: Filled beyond Space")
+	}
+	r.w += n
+}
+
 // LastPacket returns the wire bytes of the packet the last ReadFrame
 // returned (with or without an error), or nil if it returned none. A relay
 // that forwards the packet unchanged can copy these instead of encoding it

@@ -66,3 +66,71 @@ func TestFrameBuffered(t *testing.T) {
 		t.Fatal("a whole packet buffered: FrameBuffered false")
 	}
 }
+
+// TestSpaceFilled: a long stream of frames of every size, some larger
+// than the buffer and some bad, decodes the same read through Space and
+// Filled in chunks of many sizes (the buffer filling up, moved to the
+// front, grown) as read whole.
+func TestSpaceFilled(t *testing.T) {
+	lim := Limits{MaxPacketSize: 64 << 10, MaxLineSize: 256}
+	var stream []byte
+	for i := 0; i < 400; i++ {
+		switch i % 7 {
+		case 0:
+			stream = append(stream, "status\n"...)
+		case 3:
+			stream = append(stream, bytes.Repeat([]byte("L"), 300)...) // a line too long
+			stream = append(stream, '\n')
+		case 5:
+			stream = AppendPacket(stream, Req, SubmitJob, []byte("f"), []byte("u"), bytes.Repeat([]byte{byte(i)}, 5000+i*37))
+		default:
+			stream = AppendPacket(stream, Req, EchoReq, bytes.Repeat([]byte{byte(i)}, i*3%700))
+		}
+	}
+	whole := decodeAll(bytes.NewReader(stream), lim)
+	if len(whole) < 400 {
+		t.Fatalf("only %d frames decoded whole", len(whole))
+	}
+	for seed := 0; seed < 40; seed++ {
+		if got := decodeSpace(stream, lim, seed); !equalStrings(got, whole) {
+			t.Fatalf("seed %d: %d frames through Space, %d whole", seed, len(got), len(whole))
+		}
+	}
+}
+
+// TestSpaceMovesToFront: when little room is left behind a partial frame
+// that still fits, Space moves the unread bytes to the front first.
+func TestSpaceMovesToFront(t *testing.T) {
+	var stream []byte
+	for range 39 { // 3900 bytes
+		stream = AppendPacket(stream, Req, EchoReq, bytes.Repeat([]byte("e"), 88))
+	}
+	last := AppendPacket(nil, Req, EchoReq, bytes.Repeat([]byte("z"), 150))
+	stream = append(stream, last...)
+	r := NewReader(&spaceFeed{data: []byte("more to come")}, Limits{})
+	// The first read ends 50 bytes into the last frame, which fits in the
+	// 196 bytes behind its start: decoding does not move it.
+	first := 3950
+	n := copy(r.Space(), stream[:first])
+	r.Filled(n)
+	frames := 0
+	for {
+		f, err := r.ReadFrame()
+		if err == errNotRead {
+			break
+		}
+		if err != nil || f.Packet.Type != EchoReq {
+			t.Fatalf("frame %d: %v %v", frames, f.String(), err)
+		}
+		frames++
+	}
+	space := r.Space()
+	if frames != 39 || len(space) != minBufSize-50 {
+		t.Fatalf("after %d frames, Space left %d bytes of room behind %d unread", frames, len(space), r.Buffered())
+	}
+	r.Filled(copy(space, stream[first:]))
+	f, err := r.ReadFrame()
+	if err != nil || !bytes.Equal(f.Packet.Arg(0), bytes.Repeat([]byte("z"), 150)) {
+		t.Fatalf("last frame after the move: %v, %v", f.String(), err)
+	}
+}
