@@ -11,6 +11,7 @@ import (
 
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
 	"github.com/jobgate/jobgate/proxy/connlimit"
 	"github.com/jobgate/jobgate/routing"
 )
@@ -39,6 +40,11 @@ type bgwLoop struct {
 	dirty  []*bgwLoopConn          // loop only; connections with output to write
 	spare  []*bgwLoopConn          // loop only; dirty's other buffer
 	evs    [256]syscall.EpollEvent
+	reads  [256]int32   // loop only; per client event, its read's index in io, or -1
+	io     *uring.Batch // loop only; a batch's reads, then its writes
+	// upDirty, loop only: upstream sessions with requests the batch's
+	// write is to send (flushBackends); upSpare is its other buffer.
+	upDirty, upSpare []routing.LoopSession
 
 	mu       sync.Mutex
 	adds     []*bgwLoopConn // guarded by mu; accepted, not yet registered
@@ -76,10 +82,11 @@ type bgwLoopConn struct {
 	out []byte // replies not yet written
 
 	events  uint32
-	wantOut bool // output waits for room: EPOLLOUT
-	dirty   bool // in l.dirty
-	eof     bool // the client closed its side
-	dead    bool // the socket failed: close without writing
+	wantOut bool  // output waits for room: EPOLLOUT
+	dirty   bool  // in l.dirty
+	op      int32 // flush's: the write's index in l.io, or -1
+	eof     bool  // the client closed its side
+	dead    bool  // the socket failed: close without writing
 	closed  bool
 	quit    bool // quit: close once the replies are written
 	// off: a goroutine is running a command of the connection
@@ -167,7 +174,7 @@ func startBgwLoop(s *BeanstalkServer) (*bgwLoop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &bgwLoop{srv: s, poll: p, wake: w}
+	l := &bgwLoop{srv: s, poll: p, wake: w, io: uring.New()}
 	s.wg.Add(1)
 	go l.run()
 	return l, nil
@@ -264,6 +271,7 @@ func (l *bgwLoop) run() {
 		if err != nil {
 			l.srv.log.Error("beanstalk gateway epoll", "err", err)
 		}
+		l.readAll(n)
 		for i := 0; i < n; i++ {
 			ev := &l.evs[i]
 			switch {
@@ -271,7 +279,7 @@ func (l *bgwLoop) run() {
 				l.wake.Drain()
 			case ev.Fd >= 0:
 				if b := l.slots.items[ev.Fd]; b != nil {
-					l.event(b, ev.Events)
+					l.event(b, ev.Events, l.reads[i])
 				}
 			default:
 				l.upEvent(wakeID-1-ev.Fd, ev.Events)
@@ -283,7 +291,44 @@ func (l *bgwLoop) run() {
 	}
 }
 
-func (l *bgwLoop) event(b *bgwLoopConn, ev uint32) {
+// readAll reads every socket of the first n events that reported input,
+// clients' and upstream sessions' alike, with one batch; the event pass
+// then serves what each read brought.
+func (l *bgwLoop) readAll(n int) {
+	l.io.Reset()
+	for i := 0; i < n; i++ {
+		ev := &l.evs[i]
+		l.reads[i] = -1
+		if ev.Events&(epoll.In|epoll.Err) == 0 || ev.Fd == wakeID {
+			continue
+		}
+		if ev.Fd < 0 {
+			if k := wakeID - 1 - ev.Fd; int(k) < len(l.ups.items) {
+				if u := l.ups.items[k].u; u != nil {
+					u.ReadInto(l.io)
+				}
+			}
+			continue
+		}
+		if b := l.slots.items[ev.Fd]; b != nil && !b.off && b.events&epoll.In != 0 {
+			l.reads[i] = int32(l.io.Read(b.fd, b.room()))
+		}
+	}
+	l.io.Run()
+	for i := 0; i < n; i++ {
+		if k := l.reads[i]; k >= 0 {
+			got, _ := l.io.Result(int(k))
+			if got > 0 {
+				b := l.slots.items[l.evs[i].Fd]
+				b.in = b.in[:len(b.in)+got]
+			}
+		}
+	}
+}
+
+// event handles one readiness report of b's socket, whose read (at index
+// read of l.io, or -1) readAll made.
+func (l *bgwLoop) event(b *bgwLoopConn, ev uint32, read int32) {
 	if b.off {
 		return
 	}
@@ -293,8 +338,9 @@ func (l *bgwLoop) event(b *bgwLoopConn, ev uint32) {
 	if b.closed || b.off {
 		return
 	}
-	if b.events&epoll.In != 0 && ev&(epoll.In|epoll.Err) != 0 {
-		l.read(b)
+	if read >= 0 {
+		n, err := l.io.Result(int(read))
+		l.readDone(b, n, err)
 		return
 	}
 	if ev&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
@@ -303,8 +349,9 @@ func (l *bgwLoop) event(b *bgwLoopConn, ev uint32) {
 	}
 }
 
-// read reads b's socket once and serves what came.
-func (l *bgwLoop) read(b *bgwLoopConn) {
+// room makes room in b.in for a read of at least what the decoder needs,
+// and returns it.
+func (b *bgwLoopConn) room() []byte {
 	pending := len(b.in) - b.ir
 	want := max(bloopReadMin, b.dec.Need(b.in[b.ir:])-pending)
 	if cap(b.in)-len(b.in) < want {
@@ -318,7 +365,12 @@ func (l *bgwLoop) read(b *bgwLoopConn) {
 			b.in = buf
 		}
 	}
-	n, err := epoll.Read(b.fd, b.in[len(b.in):cap(b.in)])
+	return b.in[len(b.in):cap(b.in)]
+}
+
+// readDone serves what a read of n bytes brought (readAll appended them to
+// b.in), or handles its error or end of input.
+func (l *bgwLoop) readDone(b *bgwLoopConn, n int, err error) {
 	switch {
 	case err == syscall.EAGAIN:
 		return
@@ -329,8 +381,6 @@ func (l *bgwLoop) read(b *bgwLoopConn) {
 	case n == 0:
 		b.eof = true
 		b.s.cancelWaits()
-	default:
-		b.in = b.in[:len(b.in)+n]
 	}
 	l.serve(b)
 }
@@ -512,6 +562,7 @@ func (l *bgwLoop) housekeep() bool {
 		}
 	}
 	l.poll.Close()
+	l.io.Close()
 	l.mu.Lock()
 	l.wake.Close()
 	l.mu.Unlock()

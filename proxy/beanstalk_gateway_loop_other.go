@@ -17,5 +17,8 @@ type bgwLoopConn struct {
 
 func (b *bgwLoopConn) attach(routing.BeanstalkLoopConn) {}
 
+// deferFlush: no event loop here, so flushBackends writes at once.
+func (s *bgwSession) deferFlush(routing.LoopSession) bool { return false }
+
 func (s *BeanstalkServer) serveGatewayOnLoop(*beanstalkConn) bool { return false }
 func (s *BeanstalkServer) stopGatewayLoop()                       {}

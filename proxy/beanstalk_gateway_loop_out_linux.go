@@ -5,6 +5,7 @@ package proxy
 import (
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/proxy/connlimit"
+	"github.com/jobgate/jobgate/routing"
 )
 
 // The gateway loop's output to its clients, and backpressure: a client is
@@ -22,17 +23,58 @@ func (l *bgwLoop) backlogged(b *bgwLoopConn, high int) bool {
 	return false
 }
 
+// flush writes every client connection that got output and every
+// upstream session given requests, all with one batch. A write that
+// drains a stalled connection serves its next commands, which may mark
+// more.
 func (l *bgwLoop) flush() {
-	for len(l.dirty) > 0 {
-		batch := l.dirty
-		l.dirty = l.spare[:0]
+	io := l.io
+	for len(l.dirty) > 0 || len(l.upDirty) > 0 {
+		batch, ups := l.dirty, l.upDirty
+		l.dirty, l.upDirty = l.spare[:0], l.upSpare[:0]
+		io.Reset()
+		for _, b := range batch {
+			b.dirty = false
+			b.op = -1
+			if !b.closed && !b.off && len(b.out) > 0 {
+				b.op = int32(io.Write(b.fd, b.out))
+			}
+		}
+		k := 0
+		for _, u := range ups {
+			if u.WriteInto(io) { // false for one listed twice
+				ups[k] = u
+				k++
+			}
+		}
+		io.Run()
+		for i, u := range ups[:k] {
+			u.Wrote()
+			ups[i] = nil
+		}
+		clear(ups[k:])
 		for i, b := range batch {
 			batch[i] = nil
-			b.dirty = false
-			l.write(b)
+			if b.op >= 0 {
+				n, err := io.Result(int(b.op))
+				l.wrote(b, n, err)
+			}
 		}
-		l.spare = batch[:0]
+		l.spare, l.upSpare = batch[:0], ups[:0]
 	}
+}
+
+// deferFlush lists u, a session of s's connection, for the loop's batch of
+// writes, when the loop is running the connection's commands; false
+// otherwise (no loop, or a goroutine has the connection), for the caller
+// to flush at once.
+func (s *bgwSession) deferFlush(u routing.LoopSession) bool {
+	lc := s.lc
+	if lc == nil || lc.off {
+		return false
+	}
+	lc.l.upDirty = append(lc.l.upDirty, u)
+	return true
 }
 
 func (l *bgwLoop) markDirty(b *bgwLoopConn) {
@@ -48,8 +90,15 @@ func (l *bgwLoop) write(b *bgwLoopConn) {
 	if b.closed || b.off || len(b.out) == 0 {
 		return
 	}
-	w := &b.c.watch
 	n, err := epoll.Write(b.fd, b.out)
+	l.wrote(b, n, err)
+}
+
+// wrote follows up a write of b's output that took n bytes: a failed one
+// closes b, a slow reader is cut off, and b is served again or waits for
+// room.
+func (l *bgwLoop) wrote(b *bgwLoopConn, n int, err error) {
+	w := &b.c.watch
 	b.out = b.out[:copy(b.out, b.out[n:])]
 	if err != nil {
 		b.dead = true

@@ -249,12 +249,16 @@ func (s *bgwSession) own(be *bgwBackend, cmd *wire.Command) {
 	be.conn.Do(cmd, s.discard)
 }
 
-// flushBackends writes what was sent to each backend since the last flush.
+// flushBackends writes what was sent to each backend since the last flush:
+// on the event loop, a loop session's with the loop's batch of writes at
+// the end of the batch (deferFlush), others' at once.
 func (s *bgwSession) flushBackends() {
 	for _, be := range s.open {
 		if be.dirty {
 			be.dirty = false
-			_ = be.conn.Flush() // a failure reaches the pending dones
+			if be.loop == nil || !s.deferFlush(be.loop) {
+				_ = be.conn.Flush() // a failure reaches the pending dones
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"github.com/jobgate/jobgate/routing"
 	"io"
 	"net"
 	"sync"
@@ -173,8 +174,12 @@ type gearmanHandler interface {
 
 // gearmanFlusher is implemented by handlers that buffer requests for other
 // servers; flushBackends is called when no more input is buffered.
+// queueFlushes is flushBackends on the event loop: the sessions the loop
+// serves are handed to later, to be written with the loop's batch, and the
+// others are flushed at once.
 type gearmanFlusher interface {
 	flushBackends()
+	queueFlushes(later func(routing.LoopSession))
 }
 
 var _ gearmanHandler = (*gearman.Session)(nil)

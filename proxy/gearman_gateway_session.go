@@ -211,13 +211,21 @@ func (s *gwSession) Close() {
 
 // flushBackends writes what was sent to upstream sessions since the last
 // flush: the read loop has handled every buffered request.
-func (s *gwSession) flushBackends() {
+func (s *gwSession) flushBackends() { s.queueFlushes(nil) }
+
+// queueFlushes is flushBackends, with the sessions an event loop serves
+// handed to later (when not nil) to write with its batch.
+func (s *gwSession) queueFlushes(later func(routing.LoopSession)) {
 	s.mu.Lock()
 	open := append(s.flushBuf[:0], s.backends...)
 	s.mu.Unlock()
 	for i, bs := range open {
 		if bs.dirty.Swap(false) {
-			_ = bs.conn.Flush() // a failure ends the session: lost reports it
+			if ls, ok := bs.conn.(routing.LoopSession); ok && later != nil {
+				later(ls)
+			} else {
+				_ = bs.conn.Flush() // a failure ends the session: lost reports it
+			}
 		}
 		open[i] = nil
 	}

@@ -186,16 +186,22 @@ func (l *gearmanLoop) run() {
 	}
 }
 
-// readAll reads, with one batch, every connection of the first n events
-// that reported input, into its Reader's free space; the event pass then
-// runs the frames (frames). One whose buffer is full is left to read,
-// which grows it.
+// readAll reads, with one batch, every connection and upstream session of
+// the first n events that reported input, into its Reader's free space;
+// the event pass then runs the frames (frames, upReady). One whose buffer
+// is full is left to read, which grows it.
 func (l *gearmanLoop) readAll(n int) {
 	l.io.Reset()
 	for i := 0; i < n; i++ {
 		ev := &l.evs[i]
 		l.reads[i] = -1
-		if ev.Fd <= wakeID || ev.Events&(epoll.In|epoll.Err) == 0 {
+		if ev.Fd == wakeID || ev.Events&(epoll.In|epoll.Err) == 0 {
+			continue
+		}
+		if ev.Fd < wakeID {
+			if k := wakeID - 1 - ev.Fd; int(k) < len(l.ups.items) && l.ups.items[k] != nil {
+				l.ups.items[k].ReadInto(l.io) // upReady takes what it brings
+			}
 			continue
 		}
 		if c := l.slots.items[ev.Fd]; c != nil && !c.closed {
@@ -280,10 +286,11 @@ func (l *gearmanLoop) register(c *gearmanConn) {
 	}
 }
 
-// flush writes the output of every connection marked dirty, all of them
-// with one batch, and closes those asked to close. Writes done here may
+// flush writes the output of every connection marked dirty and the
+// requests of every upstream session given some (upDirty), all with one
+// batch, and closes the connections asked to close. Writes done here may
 // mark more (a closing session fails its jobs' clients), so it runs until
-// the list is empty.
+// both lists are empty.
 func (l *gearmanLoop) flush() {
 	io := l.io
 	for {
@@ -291,10 +298,12 @@ func (l *gearmanLoop) flush() {
 		batch := l.dirty
 		l.dirty = l.batch[:0]
 		l.mu.Unlock()
-		if len(batch) == 0 {
+		ups := l.upDirty
+		if len(batch) == 0 && len(ups) == 0 {
 			l.batch = batch
 			return
 		}
+		l.upDirty = l.upSpare[:0]
 		io.Reset()
 		for i, c := range batch {
 			if c.closed || c.writing { // closed, or listed twice
@@ -312,7 +321,20 @@ func (l *gearmanLoop) flush() {
 			}
 			c.op = int32(io.Write(c.fd, c.wbuf))
 		}
+		k := 0
+		for _, u := range ups {
+			if u.WriteInto(io) { // false for one listed twice, or gone
+				ups[k] = u
+				k++
+			}
+		}
 		io.Run()
+		for i, u := range ups[:k] {
+			u.Wrote()
+			ups[i] = nil
+		}
+		clear(ups[k:])
+		l.upSpare = ups[:0]
 		for i, c := range batch {
 			batch[i] = nil
 			if c != nil {
@@ -404,7 +426,7 @@ func (l *gearmanLoop) frames(c *gearmanConn) {
 		if err == epoll.ErrWouldBlock {
 			c.watch.setFlag(watchPartial, c.rd.Buffered() > 0)
 			if c.flusher != nil {
-				c.flusher.flushBackends()
+				c.flusher.queueFlushes(l.deferFlush)
 				l.throttle(c) // gearman_loop_upstream_linux.go
 			}
 			return

@@ -27,6 +27,9 @@ func (f *fakeLoopConn) Expire(time.Time)                   {}
 func (f *fakeLoopConn) Timed() bool                        { return f.timed }
 func (f *fakeLoopConn) Detach()                            {}
 func (f *fakeLoopConn) Backlog() int                       { return 0 }
+func (f *fakeLoopConn) ReadInto(routing.IOBatch) bool      { return false }
+func (f *fakeLoopConn) WriteInto(routing.IOBatch) bool     { return false }
+func (f *fakeLoopConn) Wrote()                             {}
 
 var _ routing.GearmanLoopConn = (*fakeLoopConn)(nil)
 

@@ -24,6 +24,17 @@ type Poller interface {
 	Del(fd int) error
 }
 
+// IOBatch is the part of an event loop's batch of socket calls
+// (internal/uring.Batch) a loop session queues its own read or write in,
+// for the loop to make them all with one system call. Read and Write
+// return the operation's index for Result; Result is valid once the loop
+// has run the batch.
+type IOBatch interface {
+	Read(fd int, p []byte) int
+	Write(fd int, p []byte) int
+	Result(i int) (int, error)
+}
+
 // GearmanLoopBackend is implemented by Gearman backends that can serve a
 // session on the caller's event loop instead of a reader goroutine of their
 // own: one goroutine then serves a client's socket and its upstream
@@ -69,6 +80,22 @@ type LoopSession interface {
 	// ev.Idle; Beanstalk: the dones of its Do calls), or reports the end.
 	// It returns false when the session is over and its socket released.
 	Ready(events uint32) bool
+	// ReadInto queues in b the read Ready makes when epoll reports input,
+	// so that the loop makes it with its other sockets' reads; the next
+	// Ready takes what it brought instead of reading. False: nothing was
+	// queued, and Ready reads itself.
+	ReadInto(b IOBatch) bool
+	// WriteInto queues in b a write of the output waiting, as Flush
+	// makes it, so that the loop makes it with its other writes; false
+	// when there is none to make (nothing waits, or it waits for room).
+	// Once b has run the loop calls Wrote, which takes the result. Until
+	// then a Flush from any goroutine leaves what it finds to Wrote, so
+	// the bytes go out in order.
+	WriteInto(b IOBatch) bool
+	// Wrote finishes the write WriteInto queued: what the socket did not
+	// take waits for room (Ready), and what was queued meanwhile is
+	// written.
+	Wrote()
 	// Expire fails the session if a reply or a write is overdue at now
 	// (the backend's I/O timeout); the loop calls it from its sweep.
 	Expire(now time.Time)

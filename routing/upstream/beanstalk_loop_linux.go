@@ -53,7 +53,9 @@ type beanstalkLoopIO struct {
 	rfd      int    // loop only: the socket, open until end or Detach
 	in       []byte // loop only: read, not yet decoded: in[ir:]
 	ir       int
-	skip     uint64 // loop only: bytes of a too-big body still to drop
+	rb       routing.IOBatch // loop only: the batch ReadInto queued the next read in, or nil
+	rop      int             // loop only: that read's index
+	skip     uint64          // loop only: bytes of a too-big body still to drop
 	reply    beanstalk.Reply
 	reported bool // loop only: the end was handled
 
@@ -120,6 +122,34 @@ func (l *beanstalkLoopIO) writeLocked() error {
 	return nil
 }
 
+// WriteInto queues the write of the waiting output in b.
+func (l *beanstalkLoopIO) WriteInto(b routing.IOBatch) bool {
+	l.s.wmu.Lock()
+	ok := l.s.failed() == nil && l.takeOut(b)
+	l.s.wmu.Unlock()
+	return ok
+}
+
+// Wrote takes the result of WriteInto's write.
+func (l *beanstalkLoopIO) Wrote() {
+	l.s.wmu.Lock()
+	err := l.wroteOut()
+	l.backlog.Store(int64(len(l.out)))
+	l.s.wmu.Unlock()
+	if err != nil {
+		l.s.fail("write", err)
+	}
+}
+
+// ReadInto queues the next read of replies in b.
+func (l *beanstalkLoopIO) ReadInto(b routing.IOBatch) bool {
+	if l.reported {
+		return false
+	}
+	l.rb, l.rop = b, b.Read(l.rfd, l.room())
+	return true
+}
+
 // shutdown makes the socket readable for the loop (EOF, HUP) and tells the
 // server the connection is over, without freeing the descriptor.
 func (l *beanstalkLoopIO) shutdown(s *beanstalkSession) {
@@ -156,6 +186,7 @@ func (l *beanstalkLoopIO) Ready(events uint32) bool {
 	if events&(epoll.In|epoll.Err) != 0 && s.failed() == nil {
 		l.read()
 	}
+	l.rb = nil // a read queued for a session that failed meanwhile
 	if s.failed() != nil {
 		l.end()
 		return false
@@ -163,9 +194,8 @@ func (l *beanstalkLoopIO) Ready(events uint32) bool {
 	return true
 }
 
-// read reads the socket once and delivers every whole reply.
-func (l *beanstalkLoopIO) read() {
-	s := l.s
+// room makes room for a read of replies and returns it.
+func (l *beanstalkLoopIO) room() []byte {
 	if l.ir > 0 && l.ir == len(l.in) {
 		l.in, l.ir = l.in[:0], 0
 	}
@@ -180,7 +210,21 @@ func (l *beanstalkLoopIO) read() {
 			l.in = buf
 		}
 	}
-	n, err := epoll.Read(l.rfd, l.in[len(l.in):cap(l.in)])
+	return l.in[len(l.in):cap(l.in)]
+}
+
+// read reads the socket once, or takes what ReadInto's read brought, and
+// delivers every whole reply.
+func (l *beanstalkLoopIO) read() {
+	s := l.s
+	var n int
+	var err error
+	if l.rb != nil {
+		n, err = l.rb.Result(l.rop)
+		l.rb = nil
+	} else {
+		n, err = epoll.Read(l.rfd, l.room())
+	}
 	switch {
 	case err == syscall.EAGAIN:
 		return

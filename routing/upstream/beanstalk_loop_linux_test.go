@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/uring"
 	"github.com/jobgate/jobgate/routing"
 )
 
@@ -34,8 +35,10 @@ func openBeanstalkLoop(t *testing.T, b *Beanstalk, lost chan error) routing.Bean
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		b := uring.New() // every other readiness is read through it
+		defer b.Close()
 		var evs [4]syscall.EpollEvent
-		for {
+		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
@@ -43,6 +46,11 @@ func openBeanstalkLoop(t *testing.T, b *Beanstalk, lost chan error) routing.Bean
 			}
 			n, _ := p.Wait(evs[:], 10)
 			for _, ev := range evs[:n] {
+				if ev.Events&epoll.In != 0 && i%2 == 0 {
+					b.Reset()
+					c.ReadInto(b)
+					b.Run()
+				}
 				if !c.Ready(ev.Events) {
 					return
 				}

@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jobgate/jobgate/codec/gearman"
@@ -52,6 +54,9 @@ type gearmanLoopSession struct {
 	rd       *gearman.Reader // loop only
 	rfd      int             // loop only: the socket, open until end or Detach
 	canRead  bool            // loop only: this readiness event has not been read yet
+	rb       routing.IOBatch // loop only: the batch ReadInto queued the next read in, or nil
+	rop      int             // loop only: that read's index
+	readErr  error           // loop only: the end or error that read met, for rd
 	reported bool            // loop only: the end was handled
 	pkt      gearman.Packet  // loop only: the packet being delivered; a field, so it is not allocated per packet
 
@@ -142,6 +147,36 @@ func (s *gearmanLoopSession) writeLocked() error {
 	return nil
 }
 
+// WriteInto queues the write of the waiting output in b.
+func (s *gearmanLoopSession) WriteInto(b routing.IOBatch) bool {
+	s.mu.Lock()
+	ok := s.err == nil && s.takeOut(b)
+	s.mu.Unlock()
+	return ok
+}
+
+// Wrote takes the result of WriteInto's write.
+func (s *gearmanLoopSession) Wrote() {
+	s.mu.Lock()
+	if err := s.wroteOut(); err != nil {
+		s.failLocked("write", err)
+	}
+	s.mu.Unlock()
+}
+
+// ReadInto queues the next read in b, into the Reader's free room.
+func (s *gearmanLoopSession) ReadInto(b routing.IOBatch) bool {
+	if s.reported {
+		return false
+	}
+	space := s.rd.Space()
+	if len(space) == 0 {
+		return false // full: read grows it
+	}
+	s.rb, s.rop = b, b.Read(s.rfd, space)
+	return true
+}
+
 // Close ends the session quietly: the loop releases the socket when it
 // sees it shut down.
 func (s *gearmanLoopSession) Close() {
@@ -200,6 +235,7 @@ func (s *gearmanLoopSession) Ready(events uint32) bool {
 	if events&(epoll.In|epoll.Err) != 0 {
 		s.read()
 	}
+	s.rb = nil
 	s.mu.Lock()
 	over := s.err != nil
 	s.mu.Unlock()
@@ -210,10 +246,23 @@ func (s *gearmanLoopSession) Ready(events uint32) bool {
 	return true
 }
 
-// read reads the socket once and delivers every whole packet, counting
-// the replies off outstanding (replyCount).
+// read reads the socket once, or takes what ReadInto's read brought, and
+// delivers every whole packet, counting the replies off outstanding
+// (replyCount).
 func (s *gearmanLoopSession) read() {
 	s.canRead = true
+	if s.rb != nil {
+		n, err := s.rb.Result(s.rop)
+		s.rb, s.canRead = nil, false
+		switch {
+		case n > 0:
+			s.rd.Filled(n)
+		case err == nil:
+			s.readErr = io.EOF
+		case err != syscall.EAGAIN:
+			s.readErr = err
+		}
+	}
 	delivered := false
 	var replies replyCount
 	defer s.answer(&replies)
@@ -360,8 +409,15 @@ func (s *gearmanLoopSession) Detach() {
 }
 
 // loopReader is the socket as the session's Reader sees it: one read per
-// readiness event (epoll.ReadOnce).
+// readiness event (epoll.ReadOnce), or what ReadInto's read met.
 type loopReader struct{ s *gearmanLoopSession }
 
-// Read reads once from the socket.
-func (r loopReader) Read(p []byte) (int, error) { return epoll.ReadOnce(r.s.rfd, &r.s.canRead, p) }
+// Read reads once from the socket, or returns the end of input or error
+// ReadInto's read met.
+func (r loopReader) Read(p []byte) (int, error) {
+	if err := r.s.readErr; err != nil {
+		r.s.readErr = nil
+		return 0, err
+	}
+	return epoll.ReadOnce(r.s.rfd, &r.s.canRead, p)
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/internal/testutil"
+	"github.com/jobgate/jobgate/internal/uring"
 	"github.com/jobgate/jobgate/routing"
 )
 
@@ -37,6 +39,8 @@ func openLoop(t *testing.T, g *Gearman, maxPending int) (*loopSession, *packets)
 }
 
 // serveLoop serves c from a loop goroutine of its own until the test ends.
+// Every other readiness is read through a batch (ReadInto), as the
+// gateway's loop reads, and the others by Ready itself.
 func serveLoop(t *testing.T, c routing.GearmanLoopConn) *loopSession {
 	t.Helper()
 	p, err := epoll.New()
@@ -51,8 +55,10 @@ func serveLoop(t *testing.T, c routing.GearmanLoopConn) *loopSession {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		b := uring.New()
+		defer b.Close()
 		var evs [4]syscall.EpollEvent
-		for {
+		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
@@ -62,6 +68,11 @@ func serveLoop(t *testing.T, c routing.GearmanLoopConn) *loopSession {
 			for _, ev := range evs[:n] {
 				if ev.Fd != 7 {
 					t.Errorf("event for id %d", ev.Fd)
+				}
+				if ev.Events&epoll.In != 0 && i%2 == 0 {
+					b.Reset()
+					c.ReadInto(b)
+					b.Run()
 				}
 				if !c.Ready(ev.Events) {
 					close(ls.over)
@@ -301,5 +312,35 @@ func TestGearmanLoopBreaker(t *testing.T) {
 	}
 	if _, err := open(); !errors.Is(err, routing.ErrUnavailable) {
 		t.Fatalf("open breaker let a dial through: %v", err)
+	}
+}
+
+// TestGearmanLoopBatchedWrite: a write queued in the loop's batch
+// (WriteInto) goes out when the batch runs; what is sent and flushed
+// meanwhile, from any goroutine, follows it in order (Wrote), and a
+// session with nothing waiting queues nothing.
+func TestGearmanLoopBatchedWrite(t *testing.T) {
+	g := newGearman(t, testutil.StartGearmand(t), 5*time.Second)
+	c, cp := openLoop(t, g, 0)
+	b := uring.New()
+	defer b.Close()
+	if c.WriteInto(b) {
+		t.Fatal("WriteInto queued a write with nothing waiting")
+	}
+	for i := 0; i < 3; i++ {
+		send(t, c, gearman.EchoReq, fmt.Sprint("a", i))
+	}
+	if !c.WriteInto(b) || c.WriteInto(b) {
+		t.Fatal("WriteInto: want one write queued, once")
+	}
+	send(t, c, gearman.EchoReq, "b0")
+	flush(t, c) // behind the batch's write: left to Wrote
+	send(t, c, gearman.EchoReq, "b1")
+	b.Run()
+	c.Wrote()
+	for _, want := range []string{"a0", "a1", "a2", "b0", "b1"} {
+		if p := cp.expect(t, gearman.EchoRes); string(p.Data()) != want {
+			t.Fatalf("echo %s: got %v", want, &p)
+		}
 	}
 }

@@ -20,6 +20,15 @@ type loopSocket struct {
 	out     []byte    // requests not yet taken by the socket
 	wantOut bool      // waiting for room: EPOLLOUT is (or, once attached, will be) watched
 	stalled time.Time // when output last waited for room without progress; zero: not waiting
+
+	// A write queued in the loop's batch (takeOut): the bytes taken from
+	// out, the batch and the write's index in it. While writing, out
+	// holds only what was queued since, and no other write is made.
+	wbuf    []byte
+	spare   []byte // out's other buffer
+	wb      routing.IOBatch
+	wop     int
+	writing bool
 }
 
 // loopEvents are the events a loop session always waits for.
@@ -29,11 +38,60 @@ const loopEvents = uint32(epoll.In | epoll.Err)
 // EPOLLOUT while some is left. An error is the socket's or the poller's:
 // the session has failed.
 func (k *loopSocket) writeOut() error {
+	if k.writing {
+		return nil // wroteOut writes it, behind what the batch writes
+	}
 	n, err := epoll.Write(k.fd, k.out)
 	if err != nil {
 		return err
 	}
 	k.out = k.out[:copy(k.out, k.out[n:])]
+	return k.afterWrite(n)
+}
+
+// takeOut queues in b one write of the output waiting, unless there is
+// none, it waits for room, or a write is queued already; wroteOut takes
+// its result.
+func (k *loopSocket) takeOut(b routing.IOBatch) bool {
+	if k.writing || k.wantOut || len(k.out) == 0 || k.fd < 0 {
+		return false
+	}
+	k.wbuf, k.out, k.spare = k.out, k.spare[:0], nil
+	k.wb, k.wop, k.writing = b, b.Write(k.fd, k.wbuf), true
+	return true
+}
+
+// wroteOut takes the result of takeOut's write: what the socket did not
+// take goes back ahead of what was queued meanwhile; that is written at
+// once if the socket took all, or waits for room. An error is the
+// socket's or the poller's: the session has failed.
+func (k *loopSocket) wroteOut() error {
+	if !k.writing {
+		return nil
+	}
+	n, err := k.wb.Result(k.wop)
+	buf := k.wbuf
+	k.wbuf, k.wb, k.writing = nil, nil, false
+	if err != nil {
+		return err
+	}
+	if n < len(buf) {
+		buf = append(buf[:copy(buf, buf[n:])], k.out...)
+		k.out, k.spare = buf, k.out[:0]
+		return k.afterWrite(n)
+	}
+	if cap(buf) <= 1<<20 {
+		k.spare = buf[:0]
+	}
+	if len(k.out) > 0 {
+		return k.writeOut()
+	}
+	return k.afterWrite(n)
+}
+
+// afterWrite follows a write that took n bytes and left k.out: EPOLLOUT is
+// watched while some is left.
+func (k *loopSocket) afterWrite(n int) error {
 	if len(k.out) == 0 {
 		k.stalled = time.Time{}
 		if cap(k.out) > 1<<20 {
@@ -95,7 +153,7 @@ func (k *loopSocket) release() {
 	}
 	_ = syscall.Close(k.fd)
 	k.fd = -1
-	k.out = nil
+	k.out, k.spare = nil, nil
 }
 
 // dialLoop connects as dial does and returns a duplicate of the socket's
