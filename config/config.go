@@ -80,6 +80,12 @@ type Config struct {
 	// costs CPU when they wait for every request (docs/BENCHMARKS.md,
 	// "Tail latency on two CPUs").
 	LoopWait string `yaml:"loop_wait"`
+	// IOUring (io_uring) makes the event loops (Linux) read every socket
+	// epoll reports ready with one io_uring_enter system call, and write
+	// every connection with output with another, instead of one system
+	// call per read and write; where the kernel refuses io_uring they make
+	// the plain calls. false: always the plain calls. Default true.
+	IOUring bool `yaml:"io_uring"`
 
 	// src records where each field came from; nil for a Config built in
 	// code. Copies of a Config share it; Set replaces it rather than

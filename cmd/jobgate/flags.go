@@ -42,6 +42,7 @@ var flagSpecs = []flagSpec{
 	{"log-level", "log `level`: debug, info, warn or error", false},
 	{"log-format", "log `format`: text or json", false},
 	{"shutdown-timeout", "how long a drain on SIGTERM/SIGINT waits for the jobs in hand to finish (a `duration`)", false},
+	{"io-uring", "make each event loop batch's socket reads, and then its writes, with one io_uring_enter where the kernel allows (-io-uring=false: one system call per read and write)", true},
 	{"loop-wait", "how the event loops wait when no socket is ready: auto (in epoll_pwait; parked on the Go netpoller with one CPU) or park (always parked: a shorter latency tail with many busy connections on CPUs of their own; more CPU per request with few; measure it first)", false},
 	{"limits-max-connections", "most client connections, on all listeners together (`n`); 0 means no limit", false},
 	{"limits-max-connections-per-ip", "most client connections from one IP address (`n`); 0 means no limit", false},

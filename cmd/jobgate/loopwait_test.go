@@ -36,3 +36,25 @@ func TestLoopWaitFlag(t *testing.T) {
 		t.Errorf("-loop-wait spin: stderr %q lacks %q", stderr.String(), want)
 	}
 }
+
+// TestIOUringFlag: io_uring is on by default and -io-uring=false turns
+// it off, for the loops opened after the settings are applied.
+func TestIOUringFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"-io-uring=false"}, false},
+		{[]string{"-io-uring"}, true},
+	} {
+		var stderr bytes.Buffer
+		cfg, code := parseCommandLine(tc.args, &stderr)
+		if cfg == nil || code != 0 {
+			t.Fatalf("%q: exit %d, %s", tc.args, code, stderr.String())
+		}
+		if cfg.IOUring != tc.want {
+			t.Errorf("%q: io_uring %v, want %v", tc.args, cfg.IOUring, tc.want)
+		}
+	}
+}
