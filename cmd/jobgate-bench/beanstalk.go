@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/uring"
 	"io"
 	"net"
 	"slices"
@@ -94,12 +95,14 @@ func runBeanstalk(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.proxyPID, "proxy-pid", 0, "process id of a proxy between generator and server: report its CPU time per job too (Linux; without -compare)")
 	fs.IntVar(&cfg.loops, "loops", 1, "event loops (goroutines on their own epoll, Linux) sharing the connections")
 	fs.BoolVar(&cfg.goroutines, "goroutines", false, "drive each connection from its own goroutine instead of event loops")
+	ioUring := fs.Bool("io-uring", true, "event loops read, and then write, their ready sockets with one io_uring_enter each (Linux, where the kernel allows); false: a system call per read and write")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	uring.Disable(!*ioUring)
 	if cfg.conns < 1 || cfg.producers < 1 || cfg.consumers < 1 || cfg.bodySize < 0 || cfg.pipeline < 1 || cfg.rounds < 1 || cfg.loops < 1 || !wire.ValidName([]byte(cfg.tube)) {
 		fmt.Fprintln(stderr, "jobgate-bench beanstalk: -conns, -producers, -consumers, -pipeline, -rounds, -loops must be positive, -body-size not negative, -tube a valid name")
 		return 2

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/jobgate/jobgate/internal/uring"
 	"io"
 	"net"
 	"sync"
@@ -59,6 +60,7 @@ func runGearman(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&b.function, "function", "", "function name (default jobgate-bench-WORKLOAD, so a bg run's queue does not feed a later fg run's workers)")
 	fs.IntVar(&b.loops, "loops", 1, "event loops (goroutines on their own epoll) sharing the connections")
 	fs.BoolVar(&b.goroutines, "goroutines", false, "drive each connection from its own goroutine instead of event loops")
+	ioUring := fs.Bool("io-uring", true, "event loops read, and then write, their ready sockets with one io_uring_enter each (Linux, where the kernel allows); false: a system call per read and write")
 	fs.IntVar(&b.pid, "pid", 0, "server process id: report its RSS growth and CPU time per operation (Linux)")
 	fs.IntVar(&b.proxyPID, "proxy-pid", 0, "process id of a proxy between generator and server: report its CPU time per operation too (Linux)")
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +69,7 @@ func runGearman(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	uring.Disable(!*ioUring)
 	switch b.workload {
 	case "fg", "bg", "echo":
 	default:

@@ -1,35 +1,11 @@
-// Package uring runs a batch of non-blocking socket reads and writes with
-// one io_uring_enter system call instead of one system call each, for the
-// event loops (internal/epoll): a loop reads every socket epoll reported
-// ready in one batch, and writes every connection that got output in
-// another.
-//
-// On a kernel with page-table isolation and no PCID (Meltdown's fix on
-// many virtual machines), entering the kernel costs about a microsecond
-// whatever the call does, more than a loopback send's own work; a batch
-// pays it once (docs/BENCHMARKS.md, "Batched socket calls").
-//
-// Each operation keeps the result epoll's plain call would give (Read,
-// Readv, Write, Writev), so a loop can use either. Where io_uring is
-// missing or refused (kernels before 5.4, seccomp filters, the
-// kernel.io_uring_disabled sysctl) or Disable was called, a Batch makes
-// the plain calls itself.
 package uring
 
 import (
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 
 	"github.com/jobgate/jobgate/internal/epoll"
 )
-
-// disabled makes New return batches without a ring.
-var disabled atomic.Bool
-
-// Disable makes batches made from now on use plain system calls, as on a
-// kernel without io_uring (for tests and the -io-uring=false setting).
-func Disable(off bool) { disabled.Store(off) }
 
 // maxEntries is the most operations one io_uring_enter submits; a larger
 // batch takes several.
