@@ -42,9 +42,7 @@ type bgwLoop struct {
 	evs    [256]syscall.EpollEvent
 	reads  [256]int32   // loop only; per client event, its read's index in io, or -1
 	io     *uring.Batch // loop only; a batch's reads, then its writes
-	// upDirty, loop only: upstream sessions with requests the batch's
-	// write is to send (flushBackends); upSpare is its other buffer.
-	upDirty, upSpare []routing.LoopSession
+	upw    upWrites     // loop only; sessions given requests (flushBackends)
 
 	mu       sync.Mutex
 	adds     []*bgwLoopConn // guarded by mu; accepted, not yet registered

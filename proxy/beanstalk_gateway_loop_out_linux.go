@@ -29,9 +29,9 @@ func (l *bgwLoop) backlogged(b *bgwLoopConn, high int) bool {
 // more.
 func (l *bgwLoop) flush() {
 	io := l.io
-	for len(l.dirty) > 0 || len(l.upDirty) > 0 {
-		batch, ups := l.dirty, l.upDirty
-		l.dirty, l.upDirty = l.spare[:0], l.upSpare[:0]
+	for len(l.dirty) > 0 || l.upw.pending() {
+		batch := l.dirty
+		l.dirty = l.spare[:0]
 		io.Reset()
 		for _, b := range batch {
 			b.dirty = false
@@ -40,19 +40,9 @@ func (l *bgwLoop) flush() {
 				b.op = int32(io.Write(b.fd, b.out))
 			}
 		}
-		k := 0
-		for _, u := range ups {
-			if u.WriteInto(io) { // false for one listed twice
-				ups[k] = u
-				k++
-			}
-		}
+		l.upw.queue(io)
 		io.Run()
-		for i, u := range ups[:k] {
-			u.Wrote()
-			ups[i] = nil
-		}
-		clear(ups[k:])
+		l.upw.done()
 		for i, b := range batch {
 			batch[i] = nil
 			if b.op >= 0 {
@@ -60,7 +50,7 @@ func (l *bgwLoop) flush() {
 				l.wrote(b, n, err)
 			}
 		}
-		l.spare, l.upSpare = batch[:0], ups[:0]
+		l.spare = batch[:0]
 	}
 }
 
@@ -73,7 +63,7 @@ func (s *bgwSession) deferFlush(u routing.LoopSession) bool {
 	if lc == nil || lc.off {
 		return false
 	}
-	lc.l.upDirty = append(lc.l.upDirty, u)
+	lc.l.upw.add(u)
 	return true
 }
 

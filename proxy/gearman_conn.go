@@ -73,8 +73,7 @@ type gearmanConn struct {
 	fd       int           // the socket, taken over from nc
 	slot     int32         // index in loop.conns and epoll id
 	rd       *codec.Reader // reads fd, one read per readiness event
-	canRead  bool          // the current readiness event has not been read yet
-	readErr  error         // the end of input or error the loop's batched read met, for rd
+	once     loopOnce      // rd's reads: one per readiness event
 	wbuf     []byte        // output taken for the loop's write (takeOut)
 	writing  bool          // wbuf is out for a write
 	op       int32         // that write's index in the loop's batch

@@ -3,7 +3,6 @@
 package proxy
 
 import (
-	"io"
 	"sync"
 	"syscall"
 
@@ -217,15 +216,8 @@ func (l *gearmanLoop) readAll(n int) {
 			continue
 		}
 		c := l.slots.items[l.evs[i].Fd]
-		got, err := l.io.Result(int(k))
-		c.canRead = false // this readiness event is read
-		switch {
-		case got > 0:
+		if got := c.once.Took(l.io.Result(int(k))); got > 0 {
 			c.rd.Filled(got)
-		case err == nil:
-			c.readErr = io.EOF
-		case err != syscall.EAGAIN:
-			c.readErr = err
 		}
 	}
 }
@@ -287,7 +279,7 @@ func (l *gearmanLoop) register(c *gearmanConn) {
 }
 
 // flush writes the output of every connection marked dirty and the
-// requests of every upstream session given some (upDirty), all with one
+// requests of every upstream session given some (upw), all with one
 // batch, and closes the connections asked to close. Writes done here may
 // mark more (a closing session fails its jobs' clients), so it runs until
 // both lists are empty.
@@ -298,12 +290,10 @@ func (l *gearmanLoop) flush() {
 		batch := l.dirty
 		l.dirty = l.batch[:0]
 		l.mu.Unlock()
-		ups := l.upDirty
-		if len(batch) == 0 && len(ups) == 0 {
+		if len(batch) == 0 && !l.upw.pending() {
 			l.batch = batch
 			return
 		}
-		l.upDirty = l.upSpare[:0]
 		io.Reset()
 		for i, c := range batch {
 			if c.closed || c.writing { // closed, or listed twice
@@ -321,20 +311,9 @@ func (l *gearmanLoop) flush() {
 			}
 			c.op = int32(io.Write(c.fd, c.wbuf))
 		}
-		k := 0
-		for _, u := range ups {
-			if u.WriteInto(io) { // false for one listed twice, or gone
-				ups[k] = u
-				k++
-			}
-		}
+		l.upw.queue(io)
 		io.Run()
-		for i, u := range ups[:k] {
-			u.Wrote()
-			ups[i] = nil
-		}
-		clear(ups[k:])
-		l.upSpare = ups[:0]
+		l.upw.done()
 		for i, c := range batch {
 			batch[i] = nil
 			if c != nil {
@@ -411,12 +390,12 @@ func (l *gearmanLoop) wrote(c *gearmanConn, n int, err error) {
 
 // read reads c's socket once and runs every complete frame.
 func (l *gearmanLoop) read(c *gearmanConn) {
-	c.canRead = true
+	c.once.Arm()
 	l.frames(c)
 }
 
 // frames runs every complete frame c's Reader has, reading the socket
-// for more if this readiness event has not been read yet (canRead).
+// for more if this readiness event has not been read yet (epoll.Once).
 func (l *gearmanLoop) frames(c *gearmanConn) {
 	if c.engine != nil {
 		l.engineUsed = true
@@ -505,16 +484,13 @@ func (c *gearmanConn) closeFD() {
 	}
 }
 
+// loopOnce is a loop connection's read state: one read per readiness
+// event.
+type loopOnce = epoll.Once
+
 // loopInput is a loop connection's socket as its Reader sees it: one read
-// per readiness event (epoll.ReadOnce), or what readAll's read met.
+// per readiness event (epoll.Once).
 type loopInput struct{ c *gearmanConn }
 
-// Read reads once from the socket, or returns the end of input or error
-// readAll's read met.
-func (r loopInput) Read(p []byte) (int, error) {
-	if err := r.c.readErr; err != nil {
-		r.c.readErr = nil
-		return 0, err
-	}
-	return epoll.ReadOnce(r.c.fd, &r.c.canRead, p)
-}
+// Read reads once from the socket.
+func (r loopInput) Read(p []byte) (int, error) { return r.c.once.Read(r.c.fd, p) }

@@ -16,6 +16,9 @@ func startGearmanLoop(*GearmanServer) (*gearmanLoop, error) {
 	return nil, errors.New("no event loop on this platform")
 }
 
+// loopOnce is a loop connection's read state (epoll.Once on Linux).
+type loopOnce struct{}
+
 func (l *gearmanLoop) adopt(*gearmanConn) bool { return false }
 func (l *gearmanLoop) add(*gearmanConn)        {}
 func (l *gearmanLoop) markDirty(*gearmanConn)  {}

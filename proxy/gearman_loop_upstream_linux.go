@@ -32,9 +32,7 @@ type loopUpstreams struct {
 
 	throttled []*gearmanConn // loop only: not read while their upstreams catch up (throttle)
 
-	// upDirty, loop only: sessions with requests for the batch's write
-	// (deferFlush); upSpare is its other buffer.
-	upDirty, upSpare []routing.LoopSession
+	upw upWrites // loop only: sessions with requests for the batch's write (deferFlush)
 
 	attaches []routing.GearmanLoopConn // guarded by gearmanLoop.mu: opened, to register
 	resumes  []loopResume              // guarded by gearmanLoop.mu: connections to read again
@@ -189,7 +187,7 @@ func (l *gearmanLoop) upstreamWork() {
 // deferFlush lists u for the batch's write (flush); a connection's
 // requests to its upstreams go out with the batch, in one system call
 // with the replies.
-func (l *gearmanLoop) deferFlush(u routing.LoopSession) { l.upDirty = append(l.upDirty, u) }
+func (l *gearmanLoop) deferFlush(u routing.LoopSession) { l.upw.add(u) }
 
 // upReady handles events on upstream session id.
 func (l *gearmanLoop) upReady(id int32, events uint32) {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,25 +19,17 @@ type loopConn struct {
 	client  bool
 	fd      int
 	rd      *codec.Reader
-	canRead bool
-	readErr error  // the end of input or error the loop's batched read met
-	id      int32  // the epoll id
-	pend    []byte // output the socket did not take yet
-	out     []byte // the output being written by the batch
-	op      int    // its write's index in the batch
+	once    epoll.Once // rd's reads: one per readiness event
+	id      int32      // the epoll id
+	pend    []byte     // output the socket did not take yet
+	out     []byte     // the output being written by the batch
+	op      int        // its write's index in the batch
 	wantOut bool
 	ended   bool // a client with nothing in flight, counted off
 }
 
-// Read reads the socket once per readiness event (epoll.ReadOnce), or
-// returns what the loop's batched read met.
-func (l *loopConn) Read(p []byte) (int, error) {
-	if err := l.readErr; err != nil {
-		l.readErr = nil
-		return 0, err
-	}
-	return epoll.ReadOnce(l.fd, &l.canRead, p)
-}
+// Read reads the socket once per readiness event (epoll.Once).
+func (l *loopConn) Read(p []byte) (int, error) { return l.once.Read(l.fd, p) }
 
 // runLoops drives the connections from b.loops event loops, each a
 // goroutine with its own epoll: one read per ready socket, one write per
@@ -120,7 +111,7 @@ func (b *gearmanBench) loop(conns []*loopConn, remaining *atomic.Int64) error {
 			ready = append(ready, l)
 			reads[i] = -1
 			if ev.Events&(epoll.In|epoll.Err) != 0 {
-				l.canRead = true
+				l.once.Arm()
 				if space := l.rd.Space(); len(space) > 0 {
 					reads[i] = batch.Read(l.fd, space)
 				}
@@ -131,15 +122,8 @@ func (b *gearmanBench) loop(conns []*loopConn, remaining *atomic.Int64) error {
 			if reads[i] < 0 {
 				continue
 			}
-			got, err := batch.Result(reads[i])
-			l.canRead = false
-			switch {
-			case got > 0:
+			if got := l.once.Took(batch.Result(reads[i])); got > 0 {
 				l.rd.Filled(got)
-			case err == nil:
-				l.readErr = io.EOF
-			case err != syscall.EAGAIN:
-				l.readErr = err
 			}
 		}
 		for i, ev := range evs[:n] {

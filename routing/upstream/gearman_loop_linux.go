@@ -6,10 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jobgate/jobgate/codec/gearman"
@@ -41,7 +39,7 @@ func (g *Gearman) OpenLoop(ctx context.Context, ev routing.GearmanEvents, maxPen
 }
 
 // gearmanLoopSession is one connection to gearmand served by an event
-// loop. The loop goroutine owns rd, rfd, canRead and reported; the rest is
+// loop. The loop goroutine owns rd, rfd, once and reported; the rest is
 // guarded by mu, which Send, Flush and Close take from any goroutine.
 // Only the loop closes the socket (end, Detach), so the descriptor never
 // changes under a goroutine holding mu; others shut it down (fail), which
@@ -53,10 +51,9 @@ type gearmanLoopSession struct {
 
 	rd       *gearman.Reader // loop only
 	rfd      int             // loop only: the socket, open until end or Detach
-	canRead  bool            // loop only: this readiness event has not been read yet
+	once     epoll.Once      // loop only: rd's reads, one per readiness event
 	rb       routing.IOBatch // loop only: the batch ReadInto queued the next read in, or nil
 	rop      int             // loop only: that read's index
-	readErr  error           // loop only: the end or error that read met, for rd
 	reported bool            // loop only: the end was handled
 	pkt      gearman.Packet  // loop only: the packet being delivered; a field, so it is not allocated per packet
 
@@ -250,18 +247,12 @@ func (s *gearmanLoopSession) Ready(events uint32) bool {
 // delivers every whole packet, counting the replies off outstanding
 // (replyCount).
 func (s *gearmanLoopSession) read() {
-	s.canRead = true
+	s.once.Arm()
 	if s.rb != nil {
-		n, err := s.rb.Result(s.rop)
-		s.rb, s.canRead = nil, false
-		switch {
-		case n > 0:
+		if n := s.once.Took(s.rb.Result(s.rop)); n > 0 {
 			s.rd.Filled(n)
-		case err == nil:
-			s.readErr = io.EOF
-		case err != syscall.EAGAIN:
-			s.readErr = err
 		}
+		s.rb = nil
 	}
 	delivered := false
 	var replies replyCount
@@ -409,15 +400,8 @@ func (s *gearmanLoopSession) Detach() {
 }
 
 // loopReader is the socket as the session's Reader sees it: one read per
-// readiness event (epoll.ReadOnce), or what ReadInto's read met.
+// readiness event (epoll.Once).
 type loopReader struct{ s *gearmanLoopSession }
 
-// Read reads once from the socket, or returns the end of input or error
-// ReadInto's read met.
-func (r loopReader) Read(p []byte) (int, error) {
-	if err := r.s.readErr; err != nil {
-		r.s.readErr = nil
-		return 0, err
-	}
-	return epoll.ReadOnce(r.s.rfd, &r.s.canRead, p)
-}
+// Read reads once from the socket.
+func (r loopReader) Read(p []byte) (int, error) { return r.s.once.Read(r.s.rfd, p) }
