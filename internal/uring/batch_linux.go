@@ -11,6 +11,10 @@ import (
 // batch takes several.
 const maxEntries = 256
 
+// dontWait is every operation's MSG_DONTWAIT; tests take it away to see
+// what a kernel that parks an operation instead of answering EAGAIN does.
+var dontWait uint32 = syscall.MSG_DONTWAIT
+
 type opKind uint8
 
 const (
@@ -22,15 +26,16 @@ const (
 
 // op is one queued operation and, after Run, its result.
 type op struct {
-	kind opKind
-	fd   int
-	a, b []byte          // the buffers of Read, Write and Readv
-	iov  []syscall.Iovec // Writev's
-	vec  [2]syscall.Iovec
-	msg  syscall.Msghdr
-	n    int
-	err  error
-	done bool
+	kind   opKind
+	fd     int
+	a, b   []byte          // the buffers of Read, Write and Readv
+	iov    []syscall.Iovec // Writev's
+	vec    [2]syscall.Iovec
+	msg    syscall.Msghdr
+	n      int
+	err    error
+	done   bool // has its result
+	reaped bool // the ring posted its completion
 }
 
 // Batch queues reads and writes on non-blocking sockets and runs them
@@ -181,7 +186,7 @@ func (o *op) fill(s *sqe) {
 		s.addr = uint64(uintptr(unsafe.Pointer(&o.msg)))
 		s.len = 1
 	}
-	s.msgFlags = syscall.MSG_DONTWAIT
+	s.msgFlags = dontWait
 	if o.kind == opWrite || o.kind == opWritev {
 		s.msgFlags |= syscall.MSG_NOSIGNAL
 	}
@@ -193,6 +198,9 @@ func (o *op) fill(s *sqe) {
 func (o *op) complete(res int32) {
 	if res == -int32(syscall.ENOTSOCK) || res == -int32(syscall.EINVAL) || res == -int32(syscall.EINTR) {
 		return
+	}
+	if res == -int32(syscall.ECANCELED) { // submit cancelled it: it did not happen
+		res = -int32(syscall.EAGAIN)
 	}
 	o.done = true
 	if res >= 0 {

@@ -287,3 +287,103 @@ func BenchmarkBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestBatchNeverWaits: on a kernel that parks an operation to wait for
+// its socket instead of answering EAGAIN (simulated: no MSG_DONTWAIT),
+// Run cancels it and reports EAGAIN (a write: nothing taken) at once; the
+// other operations of the batch keep their results, and no byte is lost
+// or written twice.
+func TestBatchNeverWaits(t *testing.T) {
+	b := New()
+	defer b.Close()
+	if !b.Ring() {
+		t.Skip("io_uring unavailable here")
+	}
+	dontWait = 0
+	defer func() { dontWait = syscall.MSG_DONTWAIT }()
+	w1, r1 := socketPair(t) // w1 full
+	w2, r2 := socketPair(t) // nothing sent
+	w3, r3 := socketPair(t) // "ready" sent
+	sent := 0
+	chunk := make([]byte, 1<<20)
+	for {
+		n, err := syscall.Write(w1, chunk)
+		if err == syscall.EAGAIN {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+	}
+	if _, err := syscall.Write(w3, []byte("ready")); err != nil {
+		t.Fatal(err)
+	}
+	rd2, rd3 := make([]byte, 64), make([]byte, 64)
+	var ready [1]syscall.EpollEvent
+	waitReadable(t, r3, ready[:])
+
+	start := time.Now()
+	b.Reset()
+	parkedWrite := b.Write(w1, []byte("more"))
+	parkedRead := b.Read(r2, rd2)
+	got := b.Read(r3, rd3)
+	b.Run()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Run took %v", d)
+	}
+	if n, err := b.Result(got); n != 5 || err != nil || string(rd3[:5]) != "ready" {
+		t.Fatalf("read with data: %d, %v", n, err)
+	}
+	if n, err := b.Result(parkedWrite); n != 0 || err != nil {
+		t.Fatalf("write to a full socket: %d, %v; want 0, nil", n, err)
+	}
+	if n, err := b.Result(parkedRead); n != 0 || err != syscall.EAGAIN {
+		t.Fatalf("read of an empty socket: %d, %v; want EAGAIN", n, err)
+	}
+
+	// The sockets go on: the cancelled read took nothing from r2, and the
+	// cancelled write put nothing on w1.
+	if _, err := syscall.Write(w2, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	waitReadable(t, r2, ready[:])
+	if n, err := syscall.Read(r2, rd2); n != 5 || err != nil || string(rd2[:5]) != "after" {
+		t.Fatalf("r2 after the cancel: %d, %v %q", n, err, rd2[:max(n, 0)])
+	}
+	total := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for total < sent+1 && time.Now().Before(deadline) {
+		n, err := syscall.Read(r1, chunk)
+		if err == syscall.EAGAIN {
+			if total == sent {
+				break // all there is
+			}
+			waitReadable(t, r1, ready[:])
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if total != sent {
+		t.Fatalf("r1 received %d bytes, %d were sent before the cancelled write", total, sent)
+	}
+}
+
+// waitReadable waits up to 5s for fd to be readable.
+func waitReadable(t *testing.T, fd int, evs []syscall.EpollEvent) {
+	t.Helper()
+	p, err := epoll.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Add(fd, epoll.In, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := p.Wait(evs, 5000); n == 0 {
+		t.Fatal("not readable within 5s")
+	}
+}

@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"errors"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -19,12 +20,17 @@ const (
 	opSend    = 26
 	opRecv    = 27
 
+	opAsyncCancel = 14
+	// cancelTag marks a cancellation's user data; an operation's is its
+	// index in the batch.
+	cancelTag = 1 << 62
+
 	setupSubmitAll = 1 << 7 // 5.18: an SQE that fails to prepare does not stop the rest
 	enterGetEvents = 1
 
-	offSQRing      = 0
-	offSQEs        = 0x10000000
-	featSingleMmap = 1 << 0
+	offSQRing    = 0
+	offSQEs      = 0x10000000
+	featRWCurPos = 1 << 3 // 5.6, with the send and recv operations and one mapping for both rings
 )
 
 type sqOffsets struct {
@@ -89,17 +95,23 @@ type ring struct {
 func newRing(entries uint32) (*ring, error) {
 	var p params
 	p.flags = setupSubmitAll
+	// The descriptor is not close-on-exec until CloseOnExec: hold fork
+	// off meanwhile, as the syscall package does for its sockets.
+	syscall.ForkLock.RLock()
 	fd, _, e := syscall.RawSyscall(sysSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if e == syscall.EINVAL { // a kernel before 5.18
 		p = params{}
 		fd, _, e = syscall.RawSyscall(sysSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	}
+	if e == 0 {
+		syscall.CloseOnExec(int(fd))
+	}
+	syscall.ForkLock.RUnlock()
 	if e != 0 {
 		return nil, e
 	}
 	r := &ring{fd: int(fd), entries: p.sqEntries}
-	syscall.CloseOnExec(r.fd)
-	if p.features&featSingleMmap == 0 { // before 5.4: not worth two mappings
+	if p.features&featRWCurPos == 0 { // before 5.6: no send and recv operations
 		r.close()
 		return nil, syscall.ENOSYS
 	}
@@ -138,56 +150,90 @@ func (r *ring) close() {
 }
 
 // submit runs ops on the ring, at most r.entries of them: it hands the
-// kernel their SQEs and records each completion in its op. The operations
-// are non-blocking (MSG_DONTWAIT), so the kernel completes each while it
-// submits it; the wait below only covers one it does not, as a blocking
-// system call the runtime knows of. It returns how many of ops were
-// submitted: those are complete. An error means the ring cannot go on.
+// kernel their SQEs and records each completion in its op. It returns how
+// many of ops were submitted: those are complete. An error means the ring
+// cannot go on.
+//
+// The operations are non-blocking (MSG_DONTWAIT), so the kernel completes
+// each while it submits it. One it does not (a kernel that parks it to
+// wait for the socket instead) is cancelled: it ends as if the socket had
+// said EAGAIN, and the loop never waits on a socket.
 func (r *ring) submit(ops []op) (int, error) {
-	n := len(ops)
-	tail := *r.sqTail
 	for i := range ops {
-		idx := (tail + uint32(i)) & r.sqMask
-		s := &r.sqes[idx]
-		*s = sqe{}
+		s := r.next(i)
 		ops[i].fill(s)
 		s.userData = uint64(i)
-		r.sqArray[idx] = idx
 	}
+	sub, err := r.enter(len(ops))
+	got := r.reap(ops)
+	if got == sub {
+		return sub, err
+	}
+	k := 0
+	for i := range ops[:sub] {
+		if !ops[i].reaped {
+			s := r.next(k)
+			s.opcode = opAsyncCancel
+			s.fd = -1
+			s.addr = uint64(i)
+			s.userData = cancelTag | uint64(i)
+			k++
+		}
+	}
+	if n, e := r.enter(k); e != nil || n < k {
+		return got, errors.Join(err, e, errors.New("uring: cancel not submitted"))
+	}
+	for want := sub + k; got < want; {
+		_, _, e := syscall.Syscall6(sysEnter, uintptr(r.fd), 0, uintptr(want-got), enterGetEvents, 0, 0)
+		if e != 0 && e != syscall.EINTR {
+			return sub, e
+		}
+		got += r.reap(ops)
+	}
+	return sub, err
+}
+
+// next returns the i-th free submission entry, cleared.
+func (r *ring) next(i int) *sqe {
+	idx := (*r.sqTail + uint32(i)) & r.sqMask
+	r.sqArray[idx] = idx
+	s := &r.sqes[idx]
+	*s = sqe{}
+	return s
+}
+
+// enter submits the n entries filled since the last call; it returns how
+// many the kernel took.
+func (r *ring) enter(n int) (int, error) {
+	tail := *r.sqTail
 	atomic.StoreUint32(r.sqTail, tail+uint32(n))
-	sub, got := 0, 0
-	var err error
+	sub := 0
 	for sub < n {
 		k, _, e := syscall.RawSyscall6(sysEnter, uintptr(r.fd), uintptr(n-sub), 0, 0, 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
 		if e != 0 {
-			err = e
-			break
+			return sub, e
 		}
 		sub += int(k)
 	}
-	for {
-		got += r.reap(ops)
-		if got >= sub {
-			return sub, err
-		}
-		_, _, e := syscall.Syscall6(sysEnter, uintptr(r.fd), 0, uintptr(sub-got), enterGetEvents, 0, 0)
-		if e != 0 && e != syscall.EINTR {
-			return sub, e
-		}
-	}
+	return sub, nil
 }
 
-// reap records every completion ready in its op and returns how many.
+// reap records every completion ready in its op and returns how many
+// there were, a cancellation's own included.
 func (r *ring) reap(ops []op) int {
 	head := *r.cqHead
 	tail := atomic.LoadUint32(r.cqTail)
 	n := 0
 	for ; head != tail; head++ {
 		c := &r.cqes[head&r.cqMask]
-		ops[c.userData].complete(c.res)
+		if c.userData&cancelTag == 0 {
+			o := &ops[c.userData]
+			o.reaped = true
+			o.complete(c.res)
+		}
 		n++
 	}
 	atomic.StoreUint32(r.cqHead, head)

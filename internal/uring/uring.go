@@ -10,8 +10,10 @@
 // pays it once (docs/BENCHMARKS.md, "Batched socket calls").
 //
 // Each operation keeps the result epoll's plain call would give (Read,
-// Readv, Write, Writev), so a loop can use either. Where io_uring is
-// missing or refused (kernels before 5.4, seccomp filters, the
+// Readv, Write, Writev), so a loop can use either. A batch never waits on
+// a socket: every operation is MSG_DONTWAIT, and one a kernel parks anyway
+// is cancelled and reads as EAGAIN. Where io_uring is
+// missing or refused (kernels before 5.6, seccomp filters, the
 // kernel.io_uring_disabled sysctl) or Disable was called, a Batch makes
 // the plain calls itself.
 package uring
