@@ -69,22 +69,10 @@ func (l *bgwLoop) event(b *bgwLoopConn, ev uint32, read int32) {
 	}
 }
 
-// room makes room in b.in for a read of at least what the decoder needs,
-// and returns it.
+// room makes room in b.in for a read of at least what the decoder needs
+// (readRoom), and returns it.
 func (b *bgwLoopConn) room() []byte {
-	pending := len(b.in) - b.ir
-	want := max(bloopReadMin, b.dec.Need(b.in[b.ir:])-pending)
-	if cap(b.in)-len(b.in) < want {
-		if b.ir > 0 {
-			b.in = b.in[:copy(b.in[:cap(b.in)], b.in[b.ir:])]
-			b.ir = 0
-		}
-		if cap(b.in)-len(b.in) < want {
-			buf := make([]byte, len(b.in), max(2*cap(b.in), len(b.in)+want))
-			copy(buf, b.in)
-			b.in = buf
-		}
-	}
+	b.in, b.ir = readRoom(b.in, b.ir, b.dec)
 	return b.in[len(b.in):cap(b.in)]
 }
 

@@ -24,20 +24,29 @@ func (b *bloopConn) queueRead(io *uring.Batch) int {
 		b.bodyRoom()
 		return io.Readv(b.fd, room, b.in[len(b.in):cap(b.in)])
 	}
-	pending := len(b.in) - b.ir
-	want := max(bloopReadMin, b.dec.Need(b.in[b.ir:])-pending)
-	if cap(b.in)-len(b.in) < want {
-		if b.ir > 0 {
-			b.in = b.in[:copy(b.in[:cap(b.in)], b.in[b.ir:])]
-			b.ir = 0
-		}
-		if cap(b.in)-len(b.in) < want {
-			buf := make([]byte, pending, max(2*cap(b.in), pending+want))
-			copy(buf, b.in)
-			b.in = buf
-		}
-	}
+	b.in, b.ir = readRoom(b.in, b.ir, b.dec)
 	return io.Read(b.fd, b.in[len(b.in):cap(b.in)])
+}
+
+// readRoom makes room behind in's unread bytes, in[ir:], for a read of
+// at least what dec needs to finish its command (bloopReadMin at
+// least): the unread bytes move to the front, and the buffer doubles if
+// that is not enough. It returns the buffer and the new ir.
+func readRoom(in []byte, ir int, dec *wire.Decoder) ([]byte, int) {
+	pending := len(in) - ir
+	want := max(bloopReadMin, dec.Need(in[ir:])-pending)
+	if cap(in)-len(in) >= want {
+		return in, ir
+	}
+	if ir > 0 {
+		in, ir = in[:copy(in[:cap(in)], in[ir:])], 0
+	}
+	if cap(in)-len(in) < want {
+		buf := make([]byte, pending, max(2*cap(in), pending+want))
+		copy(buf, in)
+		in = buf
+	}
+	return in, ir
 }
 
 // gotRead takes the n bytes the read queueRead queued brought: first
