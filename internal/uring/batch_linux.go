@@ -68,9 +68,6 @@ func (b *Batch) Close() {
 // Ring reports whether the batch runs on io_uring.
 func (b *Batch) Ring() bool { return b.ring != nil }
 
-// Len returns how many operations are queued, run or not.
-func (b *Batch) Len() int { return len(b.ops) }
-
 // Reset forgets every operation and its result.
 func (b *Batch) Reset() {
 	clear(b.ops)
