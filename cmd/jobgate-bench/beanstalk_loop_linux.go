@@ -242,17 +242,7 @@ func (l *bsLoopConn) settle(p *epoll.Poller, live *int) error {
 		*live--
 		return p.Del(l.fd)
 	}
-	if want := len(l.pend) > 0; want != l.wantOut {
-		ev := uint32(epoll.In | epoll.Err)
-		if want {
-			ev |= epoll.Out
-		}
-		if err := p.Mod(l.fd, ev, l.id); err != nil {
-			return err
-		}
-		l.wantOut = want
-	}
-	return nil
+	return watchOut(p, l.fd, l.id, len(l.pend) > 0, &l.wantOut)
 }
 
 // send queues m for the loop's batch of writes, after what is waiting

@@ -178,15 +178,8 @@ func (b *gearmanBench) writeAll(p *epoll.Poller, batch *uring.Batch, conns []*lo
 			l.pend = append(l.pend, l.out[n:]...)
 		}
 		l.out = nil
-		if want := len(l.pend) > 0; want != l.wantOut {
-			ev := uint32(epoll.In | epoll.Err)
-			if want {
-				ev |= epoll.Out
-			}
-			if err := p.Mod(l.fd, ev, l.id); err != nil {
-				return err
-			}
-			l.wantOut = want
+		if err := watchOut(p, l.fd, l.id, len(l.pend) > 0, &l.wantOut); err != nil {
+			return err
 		}
 		if l.client && !l.ended && l.c.done() {
 			l.ended = true
