@@ -5,7 +5,8 @@
 # in-process engines on free loopback ports. Each workload runs against the
 # two alternately (the order flips every round) ROUNDS times; the table
 # shows the medians and the on/off ratio of each round's back-to-back pair,
-# with the lowest and highest round (the spread).
+# with the lowest and highest round (the spread), and the CPU the sink
+# used per job, which the traced run pays for on the shared CPUs.
 #
 # Usage: scripts/bench-tracing.sh
 # Environment (defaults in brackets):
@@ -119,15 +120,19 @@ start_jobgates() {
 }
 
 : >"$OUT/results"
+# The generator's -proxy-pid measures the sink's CPU per job as well (its
+# "proxy_cpu_us"): the traced run pays for it on the shared CPUs.
+sink=()
+[ -n "$SINK_PID" ] && sink=(-proxy-pid "$SINK_PID")
 for round in $(seq "$ROUNDS"); do
 	start_jobgates
 	if [ $((round % 2)) -eq 1 ]; then order="off on"; else order="on off"; fi
 	for mode in $order; do
 		if [ "$mode" = off ]; then gm=$OFF_GM bs=$OFF_BS pid=$OFF_PID; else gm=$ON_GM bs=$ON_BS pid=$ON_PID; fi
-		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$gm" -pid "$pid" -workload fg -clients "$CLIENTS" \
+		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$gm" -pid "$pid" "${sink[@]}" -workload fg -clients "$CLIENTS" \
 			-workers "$WORKERS" -body-size "$BODY" -duration "$DURATION" >"$OUT/$mode-fg-$round.txt"
 		echo "$mode gearman-fg $round $(grep '^summary' "$OUT/$mode-fg-$round.txt" | cut -d' ' -f2-)" >>"$OUT/results"
-		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$bs" -pid "$pid" -workload cycle -producers 4 -consumers 4 \
+		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$bs" -pid "$pid" "${sink[@]}" -workload cycle -producers 4 -consumers 4 \
 			-body-size "$BODY" -duration "$DURATION" >"$OUT/$mode-bs-$round.txt"
 		echo "$mode beanstalk-cycle $round $(grep '^result' "$OUT/$mode-bs-$round.txt" | cut -d' ' -f2-)" >>"$OUT/results"
 	done
@@ -162,13 +167,13 @@ function spread(list,   n, i, a, lo, hi) {
 	rounds[wl, round] = 1
 }
 END {
-	printf "%-16s %-6s %10s %9s %13s  %s\n", "workload", "trace", "jobs/s", "p99 µs", "server µs/job", "range of the round ratios"
+	printf "%-16s %-6s %10s %9s %13s %11s  %s\n", "workload", "trace", "jobs/s", "p99 µs", "server µs/job", "sink µs/job", "range of the round ratios"
 	for (w = 1; w <= nw; w++) {
 		wl = order[w]
 		for (m = 1; m <= 2; m++) {
 			mode = m == 1 ? "off" : "on"
-			printf "%-16s %-6s %10.0f %9s %13s\n", wl, mode, median(vals[mode, wl, "ops_per_s"]),
-				median(vals[mode, wl, "p99_us"]), median(vals[mode, wl, "server_cpu_us"])
+			printf "%-16s %-6s %10.0f %9s %13s %11s\n", wl, mode, median(vals[mode, wl, "ops_per_s"]),
+				median(vals[mode, wl, "p99_us"]), median(vals[mode, wl, "server_cpu_us"]), median(vals[mode, wl, "proxy_cpu_us"])
 		}
 		rt = ""; rc = ""
 		for (r = 1; r <= 100; r++) {
@@ -176,7 +181,8 @@ END {
 			if (v["off", wl, r, "ops_per_s"] > 0) rt = rt " " v["on", wl, r, "ops_per_s"] / v["off", wl, r, "ops_per_s"]
 			if (v["off", wl, r, "server_cpu_us"] > 0) rc = rc " " v["on", wl, r, "server_cpu_us"] / v["off", wl, r, "server_cpu_us"]
 		}
-		printf "%-16s %-6s %9.2fx %9s %12.2fx  %s, cpu %s\n", wl, "on/off", median(rt), "", median(rc), spread(rt), spread(rc)
+		printf "%-16s %-6s %9.2fx %9s %12.2fx %11s  %s, cpu %s\n", wl, "on/off", median(rt), "", median(rc), "", spread(rt), spread(rc)
 	}
 	print "on/off: median over rounds of the throughput ratio and the server CPU per job ratio, then their lowest and highest round"
+	print "sink µs/job: the CPU the OTLP sink used per job (none when ENDPOINT is given)"
 }' "$OUT/results"
