@@ -14,7 +14,7 @@ const usage = `jobgate-bench drives a job server with a workload and reports thr
 Usage:
   jobgate-bench beanstalk [flags]   Beanstalk workloads (jobgate-bench beanstalk -h)
   jobgate-bench gearman [flags]     Gearman workloads (jobgate-bench gearman -h)
-  jobgate-bench otlp-sink [-addr A] an OTLP/HTTP receiver that discards spans (tracing benchmarks)
+  jobgate-bench otlp-sink [-addr A] an OTLP/HTTP receiver that counts and discards spans (tracing benchmarks)
 `
 
 func main() {
