@@ -316,3 +316,74 @@ func TestOTLPSinkConnectionLimit(t *testing.T) {
 		t.Errorf("the sink counted %+v, want %d requests and spans", got, sinkMaxConns)
 	}
 }
+
+// scriptedConn feeds serveConn a fixed input in reads of at most chunk
+// bytes and keeps what it writes.
+type scriptedConn struct {
+	in    []byte
+	chunk int
+	out   bytes.Buffer
+}
+
+func (c *scriptedConn) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.chunk)], c.in)
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *scriptedConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+
+// FuzzOTLPSinkServe runs the sink's connection loop on arbitrary input,
+// cut into reads of any size: it must end (the input runs out), answer
+// no more requests than the input starts, every reply a whole status
+// line, and count spans only from bodies that parse.
+func FuzzOTLPSinkServe(f *testing.F) {
+	body := func(spans ...[]int) []byte {
+		req := &collectortrace.ExportTraceServiceRequest{}
+		for _, scopes := range spans {
+			rs := &tracepb.ResourceSpans{}
+			for _, n := range scopes {
+				ss := &tracepb.ScopeSpans{}
+				for i := 0; i < n; i++ {
+					ss.Spans = append(ss.Spans, &tracepb.Span{Name: "s", SpanId: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
+				}
+				rs.ScopeSpans = append(rs.ScopeSpans, ss)
+			}
+			req.ResourceSpans = append(req.ResourceSpans, rs)
+		}
+		b, _ := proto.Marshal(req)
+		return b
+	}
+	post := func(b []byte) string {
+		return fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+	}
+	f.Add([]byte(post(body([]int{2}))+post(body([]int{1, 1}, []int{3}))), uint8(7))
+	f.Add([]byte(post(nil)), uint8(1))
+	f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), uint8(255))
+	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), uint8(3))
+	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"), uint8(0))
+	sink := newOTLPSink()
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
+		before := sink.requests.Load()
+		beforeSpans := sink.spans.Load()
+		c := &scriptedConn{in: in, chunk: int(chunk) + 1}
+		sink.serveConn(c)
+		answered := sink.requests.Load() - before
+		if max := int64(bytes.Count(in, []byte("POST "))); answered > max {
+			t.Fatalf("%d requests answered, the input starts at most %d", answered, max)
+		}
+		if sink.spans.Load() < beforeSpans {
+			t.Fatal("the span count went down")
+		}
+		for rest := c.out.String(); rest != ""; {
+			line, after, ok := strings.Cut(rest, "\r\n\r\n")
+			if !ok || !strings.HasPrefix(line, "HTTP/1.1 ") {
+				t.Fatalf("reply %q", rest)
+			}
+			rest = after
+		}
+	})
+}
