@@ -96,10 +96,28 @@ func (p *sinkProcess) stop(t *testing.T) sinkCounts {
 	return p.counts
 }
 
+// dial connects to the sink, with a deadline for everything after, and
+// closes the connection when the test ends (tests may close it sooner).
+func (p *sinkProcess) dial(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// postRequest is an HTTP/1.1 POST of body as OTLP exporters send it.
+func postRequest(body []byte) string {
+	return fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}
+
 // exportRequest encodes an ExportTraceServiceRequest with the given
 // number of spans in each scope of each resource.
-func exportRequest(t *testing.T, spansPerScope ...[]int) []byte {
-	t.Helper()
+func exportRequest(tb testing.TB, spansPerScope ...[]int) []byte {
+	tb.Helper()
 	req := &collectortrace.ExportTraceServiceRequest{}
 	for _, scopes := range spansPerScope {
 		rs := &tracepb.ResourceSpans{SchemaUrl: "x"}
@@ -118,7 +136,7 @@ func exportRequest(t *testing.T, spansPerScope ...[]int) []byte {
 	}
 	b, err := proto.Marshal(req)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return b
 }
@@ -164,14 +182,9 @@ func TestOTLPSinkCountsExports(t *testing.T) {
 // connection.
 func TestOTLPSinkPipelinedAndSplit(t *testing.T) {
 	sink := startSink(t)
-	c, err := net.DialTimeout("tcp", sink.addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	body := exportRequest(t, []int{3})
-	req := fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nHost: x\r\ncontent-length: %d\r\n\r\n%s", len(body), body)
+	c := sink.dial(t)
+	// A header name in lower case, as HTTP allows.
+	req := strings.Replace(postRequest(exportRequest(t, []int{3})), "Content-Length", "content-length", 1)
 	if _, err := io.WriteString(c, req+req+req); err != nil {
 		t.Fatal(err)
 	}
@@ -219,12 +232,7 @@ func TestOTLPSinkRejects(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := startSink(t)
-			c, err := net.DialTimeout("tcp", sink.addr, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c := sink.dial(t)
 			go io.WriteString(c, tc.request)
 			reply, err := bufio.NewReader(c).ReadString('\n')
 			if err != nil {
@@ -286,19 +294,9 @@ func TestSinkParsingAllocatesNothing(t *testing.T) {
 // (its signal goroutine needs a P the readers do not hold).
 func TestOTLPSinkConnectionLimit(t *testing.T) {
 	sink := startSink(t)
-	body := exportRequest(t, []int{1})
-	req := fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	dial := func() net.Conn {
-		c, err := net.DialTimeout("tcp", sink.addr, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		return c
-	}
+	req := postRequest(exportRequest(t, []int{1}))
 	for i := 0; i < sinkMaxConns; i++ {
-		c := dial()
+		c := sink.dial(t)
 		if _, err := io.WriteString(c, req); err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +306,7 @@ func TestOTLPSinkConnectionLimit(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	extra := dial()
+	extra := sink.dial(t)
 	if n, err := extra.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("connection over the limit: read %d bytes, %v; want EOF", n, err)
 	}
@@ -341,27 +339,8 @@ func (c *scriptedConn) Write(p []byte) (int, error) { return c.out.Write(p) }
 // no more requests than the input starts, every reply a whole status
 // line, and count spans only from bodies that parse.
 func FuzzOTLPSinkServe(f *testing.F) {
-	body := func(spans ...[]int) []byte {
-		req := &collectortrace.ExportTraceServiceRequest{}
-		for _, scopes := range spans {
-			rs := &tracepb.ResourceSpans{}
-			for _, n := range scopes {
-				ss := &tracepb.ScopeSpans{}
-				for i := 0; i < n; i++ {
-					ss.Spans = append(ss.Spans, &tracepb.Span{Name: "s", SpanId: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
-				}
-				rs.ScopeSpans = append(rs.ScopeSpans, ss)
-			}
-			req.ResourceSpans = append(req.ResourceSpans, rs)
-		}
-		b, _ := proto.Marshal(req)
-		return b
-	}
-	post := func(b []byte) string {
-		return fmt.Sprintf("POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
-	}
-	f.Add([]byte(post(body([]int{2}))+post(body([]int{1, 1}, []int{3}))), uint8(7))
-	f.Add([]byte(post(nil)), uint8(1))
+	f.Add([]byte(postRequest(exportRequest(f, []int{2}))+postRequest(exportRequest(f, []int{1, 1}, []int{3}))), uint8(7))
+	f.Add([]byte(postRequest(nil)), uint8(1))
 	f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), uint8(255))
 	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), uint8(3))
 	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"), uint8(0))
