@@ -63,8 +63,9 @@ type sinkConn interface {
 // body, counting requests, body bytes and the spans in the bodies.
 type otlpSink struct {
 	requests, bytes, spans atomic.Int64
-	// bad counts requests answered 400 or 413, and bodies that are not an
-	// ExportTraceServiceRequest (answered 200, their spans not counted).
+	// bad counts requests answered with an error (400, 411, 413) and bodies
+	// that are not an ExportTraceServiceRequest (answered 200, their spans
+	// not counted).
 	bad atomic.Int64
 
 	mu     sync.Mutex
