@@ -67,16 +67,17 @@ func (s *otlpSink) serveConn(rw io.ReadWriter) {
 			s.fail(rw, errReply)
 			return
 		}
-		if need := head - start + length; need > len(buf) {
-			grown := make([]byte, need)
-			end = copy(grown, buf[start:end])
+		// The whole request must fit from start: move it to the front,
+		// into a larger buffer if it is larger than this one.
+		if need := head - start + length; start+need > len(buf) {
+			dst := buf
+			if need > len(buf) {
+				dst = make([]byte, need)
+			}
+			end = copy(dst, buf[start:end])
 			head -= start
 			start = 0
-			buf = grown
-		} else if start+need > len(buf) {
-			end = copy(buf, buf[start:end])
-			head -= start
-			start = 0
+			buf = dst
 		}
 		for end < head+length {
 			if !read() {
