@@ -25,13 +25,14 @@ func gearmanBatch(tb testing.TB) ([]*leanSpan, leanEncoder) {
 	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("jobgate"))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
 	rc, _ := Config{Sampler: SamplerAlwaysOn}.resolve(func(string) (string, bool) { return "", false })
-	// No export goroutine and a batch larger than the queue's content:
-	// the spans stay queued, ended and unrecycled.
-	pipe := &leanPipe{limit: 4 * batch, batch: 4 * batch}
+	// No export goroutine, and the pipe keeps the ended records as they
+	// are instead of encoding and recycling them.
+	var spans []*leanSpan
+	pipe := &leanPipe{capture: func(s *leanSpan) { spans = append(spans, s) }}
 	tr := NewTracer(tp, Gearman, rc)
 	tr.lean = &leanTracer{system: string(Gearman), sampler: newLeanSampler(rc), pipe: pipe}
 	ctx := context.Background()
-	for i := uint64(1); len(pipe.queue) < batch; i++ {
+	for i := uint64(1); len(spans) < batch; i++ {
 		start := time.Now()
 		s := tr.StartSendBare(ctx, start)
 		s.Describe(Message{Operation: "SUBMIT_JOB", Destination: "resize", ConversationID: "u-1234", BodySize: 100})
@@ -42,15 +43,15 @@ func gearmanBatch(tb testing.TB) ([]*leanSpan, leanEncoder) {
 		p := tr.Deliver(cr, m)
 		p.Complete()
 	}
-	return pipe.queue[:batch], newLeanEncoder(res, leanScope)
+	return spans[:batch], newLeanEncoder(res, leanScope)
 }
 
 // BenchmarkLeanEncode measures encoding one batch of 512 Gearman job
-// spans, as the export goroutine does; ns/span and B/span are per span.
-// "hot" encodes the same batch again and again, its records in the
-// cache; "cold" takes turns over batches whose records (about 16 MB in
-// all) do not fit in it, as a server's export goroutine finds the records
-// the loop wrote.
+// spans; ns/span and B/span are per span. "hot" encodes the same batch
+// again and again, its records in the cache, as spans are now encoded
+// when they end; "cold" takes turns over batches whose records (about
+// 16 MB in all) do not fit in it, as records were found when they were
+// encoded a whole batch at a time.
 func BenchmarkLeanEncode(b *testing.B) {
 	for _, c := range []struct {
 		name    string

@@ -36,13 +36,20 @@ type leanSink interface {
 	stop(ctx context.Context) error
 }
 
-// leanPipe is the lean path's export queue. Ending a span appends it to a
-// bounded slice under a mutex and, only when a batch is full, wakes the
-// export goroutine, so the data path never blocks and is not woken per
-// span (the cost handoff.go removed for the SDK path). When the queue is
-// full the span is dropped and counted. The goroutine encodes each batch
-// into reused buffers and uploads it, unless the goroutine that filled the
-// batch could send it itself without waiting (lean_inline.go).
+// leanPipe is the lean path's export queue. Ending a span encodes it into
+// the batch being filled, under a mutex, and recycles its record at once;
+// only when a batch is full is the export goroutine woken, so the data
+// path never blocks and is not woken per span (the cost handoff.go removed
+// for the SDK path). When the queue holds its limit of spans, the span is
+// dropped and counted. The goroutine uploads each full batch, unless the
+// goroutine that filled it could send it itself without waiting
+// (lean_inline.go).
+//
+// Why at the span's end: a record encoded then is still in the cache, and
+// goes back to the pool while it is; the next span takes it warm. Records
+// kept until their batch was full (512 spans, 245 KB) came back cold, and
+// starting a span began with a cache miss ("Round 18" under Tracing in
+// docs/BENCHMARKS.md).
 type leanPipe struct {
 	tp    trace.TracerProvider
 	enc   leanEncoder
@@ -55,8 +62,8 @@ type leanPipe struct {
 	// sync makes enqueue export at once, on the caller's goroutine
 	// (NewSyncTracer).
 	sync bool
-	// syncMu is held by whoever encodes or uploads: the encoder's buffers
-	// and the sink are used by one goroutine at a time.
+	// syncMu is held by whoever uploads: the sink is used by one goroutine
+	// at a time.
 	syncMu sync.Mutex
 	// inl, when not nil, lets the goroutine that fills a batch send it
 	// itself if that needs no wait (lean_inline.go); hand is what such a
@@ -68,9 +75,15 @@ type leanPipe struct {
 	// send began and the export goroutine finished (for tests).
 	inlined, handed atomic.Uint64
 
-	mu    sync.Mutex
-	queue []*leanSpan
-	spare []*leanSpan
+	// mu guards the encoder and the batches.
+	mu     sync.Mutex
+	fill   leanBatch   // the batch ending spans are encoded into
+	full   []leanBatch // sealed batches waiting for export, oldest first
+	queued int         // spans in fill and full
+	free   [][]byte    // buffers of exported batches, for reuse
+	// capture, set by tests only, takes ended records instead of
+	// encoding them (benchmarks of the encoder need records).
+	capture func(*leanSpan)
 
 	closed  atomic.Bool
 	dropped atomic.Uint64
@@ -131,22 +144,41 @@ func (p *leanPipe) enqueue(s *leanSpan) {
 		s.recycle() // ended after Shutdown: never exported, as documented
 		return
 	}
+	if p.capture != nil {
+		p.capture(s)
+		return
+	}
 	if p.sync {
 		p.syncMu.Lock()
-		p.export(context.Background(), []*leanSpan{s})
+		p.mu.Lock()
+		b := p.enc.begin(p.takeFree())
+		p.enc.add(&b, s)
+		p.enc.seal(&b)
+		p.mu.Unlock()
+		s.recycle()
+		p.export(context.Background(), b)
 		p.syncMu.Unlock()
 		return
 	}
 	p.mu.Lock()
-	if len(p.queue) >= p.limit {
+	if p.queued >= p.limit {
 		p.mu.Unlock()
 		p.dropped.Add(1)
 		s.recycle()
 		return
 	}
-	p.queue = append(p.queue, s)
-	full := len(p.queue) >= p.batch
+	if p.fill.buf == nil {
+		p.fill = p.enc.begin(p.takeFree())
+	}
+	p.enc.add(&p.fill, s)
+	p.queued++
+	full := p.fill.n >= p.batch
+	if full {
+		p.sealFill()
+	}
 	p.mu.Unlock()
+	// Encoded: the record can serve a new span (lean_recycle.go).
+	s.recycle()
 	if full && p.inl != nil && p.syncMu.TryLock() {
 		sent := p.exportInline()
 		p.syncMu.Unlock()
@@ -162,41 +194,78 @@ func (p *leanPipe) enqueue(s *leanSpan) {
 	}
 }
 
-// take removes up to one batch from the queue. The returned slice is
-// valid until the next take.
-func (p *leanPipe) take() []*leanSpan {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := min(len(p.queue), p.batch)
+// sealFill seals the batch being filled and queues it; p.mu is held.
+func (p *leanPipe) sealFill() {
+	p.enc.seal(&p.fill)
+	p.full = append(p.full, p.fill)
+	p.fill = leanBatch{}
+}
+
+// takeFree returns the buffer of an exported batch, or nil; p.mu is held.
+func (p *leanPipe) takeFree() []byte {
+	n := len(p.free)
 	if n == 0 {
 		return nil
 	}
-	out := append(p.spare[:0], p.queue[:n]...)
-	rest := copy(p.queue, p.queue[n:])
-	clear(p.queue[rest:])
-	p.queue = p.queue[:rest]
-	p.spare = out
-	return out
+	b := p.free[n-1]
+	p.free[n-1] = nil
+	p.free = p.free[:n-1]
+	return b
 }
 
-// drain finishes what an inline send left, then exports batches until
-// the queue is empty (or holds less than a batch, unless all). With all,
-// it also waits for the reply to the last inline send, so that a flush
-// returns once the receiver has answered every span.
+// Buffers kept for reuse: enough for the batch being filled, one waiting
+// and one in flight, each of at most leanMaxFreeBuf bytes (one odd batch
+// of huge spans does not hold its memory).
+const (
+	leanMaxFree    = 3
+	leanMaxFreeBuf = 4 << 20
+)
+
+// release keeps the buffer of exported batch b for reuse.
+func (p *leanPipe) release(b leanBatch) {
+	if cap(b.buf) > leanMaxFreeBuf {
+		return
+	}
+	p.mu.Lock()
+	if len(p.free) < leanMaxFree {
+		p.free = append(p.free, b.buf)
+	}
+	p.mu.Unlock()
+}
+
+// take removes the oldest full batch from the queue, or with all the
+// batch being filled when it holds any span.
+func (p *leanPipe) take(all bool) (leanBatch, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.full) == 0 {
+		if !all || p.fill.n == 0 {
+			return leanBatch{}, false
+		}
+		p.sealFill()
+	}
+	b := p.full[0]
+	n := copy(p.full, p.full[1:])
+	p.full[n] = leanBatch{}
+	p.full = p.full[:n]
+	p.queued -= b.n
+	return b, true
+}
+
+// drain finishes what an inline send left, then exports the full batches,
+// and with all the one being filled too. With all, it also waits for the
+// reply to the last inline send, so that a flush returns once the
+// receiver has answered every span.
 func (p *leanPipe) drain(ctx context.Context, all bool) {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	p.finishHandoff(ctx)
 	for {
-		p.mu.Lock()
-		n := len(p.queue)
-		p.mu.Unlock()
-		if n == 0 || (!all && n < p.batch) {
+		b, ok := p.take(all)
+		if !ok {
 			break
 		}
-		b := p.take()
 		p.export(ctx, b)
-		clear(b)
 	}
 	if all && p.inl != nil {
 		sctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -206,24 +275,18 @@ func (p *leanPipe) drain(ctx context.Context, all bool) {
 	p.reportInline()
 }
 
-func (p *leanPipe) export(ctx context.Context, spans []*leanSpan) {
-	if len(spans) == 0 {
-		return
-	}
-	body := p.enc.encode(spans)
+// export uploads sealed batch b and keeps its buffer for reuse.
+func (p *leanPipe) export(ctx context.Context, b leanBatch) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	var err error
 	if ru, ok := p.sink.(requestUploader); ok {
-		err = ru.uploadRequest(ctx, p.enc.request(), len(spans))
+		err = ru.uploadRequest(ctx, b.request(), b.n)
 	} else {
-		err = p.sink.upload(ctx, body, len(spans))
+		err = p.sink.upload(ctx, b.body(), b.n)
 	}
-	p.account(len(spans), err)
-	// Encoded: the records can serve new spans (lean_recycle.go).
-	for _, s := range spans {
-		s.recycle()
-	}
+	p.account(b.n, err)
+	p.release(b)
 }
 
 // account counts the spans of a batch of n that an upload's error says

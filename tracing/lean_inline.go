@@ -47,13 +47,11 @@ type inlineSink interface {
 	settle(ctx context.Context)
 }
 
-// inlineHandoff is a batch an inline send could not finish: the encoded
-// request (the encoder's buffer: valid until the next encode) and how
-// much of it went.
+// inlineHandoff is a batch an inline send could not finish, and how much
+// of its request went.
 type inlineHandoff struct {
-	req     []byte
+	batch   leanBatch
 	written int
-	n       int
 }
 
 // allowInline lets the goroutines that fill batches send them when the
@@ -94,41 +92,36 @@ func (p *leanPipe) reportInline() {
 // syncMu is held. It returns false when the export goroutine must be
 // woken: for what this send left, or because an earlier one still waits.
 func (p *leanPipe) exportInline() bool {
-	if p.hand.req != nil {
+	if p.hand.batch.buf != nil {
 		return false
 	}
-	b := p.take()
-	if len(b) == 0 {
+	b, ok := p.take(false)
+	if !ok {
 		return true
 	}
-	n := len(b)
-	p.enc.encode(b)
-	req := p.enc.request()
-	// Encoded: the records can serve new spans (lean_recycle.go).
-	for _, s := range b {
-		s.recycle()
-	}
-	clear(b)
-	written, sent := p.inl.tryInline(req, n)
+	written, sent := p.inl.tryInline(b.request(), b.n)
 	if sent {
 		p.inlined.Add(1)
+		p.release(b)
 		return true
 	}
 	if written > 0 {
 		p.handed.Add(1)
 	}
-	p.hand = inlineHandoff{req: req, written: written, n: n}
+	p.hand = inlineHandoff{batch: b, written: written}
 	return false
 }
 
 // finishHandoff completes what an inline send left; syncMu is held.
 func (p *leanPipe) finishHandoff(ctx context.Context) {
 	h := p.hand
-	if h.req == nil {
+	if h.batch.buf == nil {
 		return
 	}
 	p.hand = inlineHandoff{}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	p.account(h.n, p.inl.finishInline(ctx, h.req, h.written, h.n))
+	b := h.batch
+	p.account(b.n, p.inl.finishInline(ctx, b.request(), h.written, b.n))
+	p.release(b)
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // Recycling lean span records. Three records per job were most of the
-// lean path's garbage, so the export goroutine returns each record to a
-// pool once it is encoded, and startSpan takes records from there.
+// lean path's garbage, so each record goes back to a pool as soon as its
+// span has ended and been encoded into its batch (leanPipe.enqueue), and
+// startSpan takes records from there.
 //
 // The hazard is a handle used after its span ended: a Send or Process kept
 // by the proxy could otherwise write into a record that now belongs to

@@ -231,3 +231,36 @@ func TestLeanSetOperationNameKeepsRecord(t *testing.T) {
 		t.Fatalf("exported %v", got)
 	}
 }
+
+// TestLeanRecycledAtEnd: a span's record is encoded and recycled when the
+// span ends, long before its batch is full or exported, so the next span
+// can take it while it is still in the cache; the span still arrives
+// whole when the batch goes.
+func TestLeanRecycledAtEnd(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "600000")
+	exp := &countExporter{}
+	p, err := New(context.Background(), Config{Enabled: true}, WithExporter(exp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	s := p.Tracer(Gearman).StartSend(context.Background(), Message{Operation: "SUBMIT_JOB", Destination: "f"})
+	rec := s.span.(*leanSpan)
+	s.Created("H:1")
+	rec.mu.Lock()
+	gen := rec.gen
+	rec.mu.Unlock()
+	if gen == s.gen {
+		t.Fatal("the record of an ended span was not recycled before its batch was exported")
+	}
+	if n := exp.n.Load(); n != 0 {
+		t.Fatalf("%d spans exported before the batch was full or flushed", n)
+	}
+	if err := p.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := exp.n.Load(); n != 1 {
+		t.Fatalf("%d spans exported by the flush, want 1", n)
+	}
+}

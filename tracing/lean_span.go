@@ -19,10 +19,10 @@ import (
 // The lean path. A Provider's Tracers record jobgate's own job spans (send,
 // receive, process) without the SDK: each span is one fixed-layout record
 // whose messaging attributes are typed fields, so starting, describing and
-// ending it boxes no attribute, and records are recycled once exported
-// (lean_recycle.go), so it allocates nothing either. Ended records go
-// to a bounded queue (lean_export.go) and are encoded as OTLP protobuf
-// directly (lean_encode.go). The SDK still serves everything else: command
+// ending it boxes no attribute. An ended record is encoded as OTLP
+// protobuf directly (lean_encode.go) into a batch of a bounded queue
+// (lean_export.go) and recycled (lean_recycle.go), so it allocates
+// nothing either. The SDK still serves everything else: command
 // spans, and any library given Provider.TracerProvider. Sampling, ids and
 // span contents are the SDK's, rule for rule; the tests check both agree.
 
