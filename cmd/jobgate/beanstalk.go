@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/jobgate/jobgate/config"
 	engine "github.com/jobgate/jobgate/jobserver/beanstalk"
@@ -98,7 +97,9 @@ func newBeanstalkServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics
 	}
 	registerEvictedMetric(m, tr, srv.TraceEvicted)
 	s := &beanstalkService{BeanstalkServer: srv, journal: fj, usr1: make(chan os.Signal, 1), metrics: m}
-	signal.Notify(s.usr1, syscall.SIGUSR1)
+	if drainSignal != nil {
+		signal.Notify(s.usr1, drainSignal)
+	}
 	go func() {
 		for range s.usr1 {
 			if !srv.Draining() {

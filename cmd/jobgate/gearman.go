@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"syscall"
 
 	codec "github.com/jobgate/jobgate/codec/gearman"
 	"github.com/jobgate/jobgate/config"
@@ -68,7 +66,7 @@ func newGearmanServer(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, 
 			// main stops every service on SIGTERM; the admin command takes
 			// the same path.
 			log.Info("admin shutdown", "graceful", graceful)
-			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			stopSelf()
 		}
 	}
 	var fj *gearman.FileJournal

@@ -293,6 +293,10 @@ wait:
 			log.Info("draining", "signal", sig.String())
 			drain = true
 			break wait
+		case sig := <-selfStop:
+			log.Info("draining", "signal", sig.String())
+			drain = true
+			break wait
 		case err := <-failed:
 			log.Error("server failed", "err", err)
 			code = 1
@@ -329,3 +333,7 @@ wait:
 
 // closeTimeout bounds closing the servers once the drain is over.
 const closeTimeout = 5 * time.Second
+
+// selfStop carries a shutdown the process asks of itself where it cannot
+// send itself a signal (stopSelf, signals_other.go).
+var selfStop = make(chan os.Signal, 1)
