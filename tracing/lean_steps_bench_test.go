@@ -16,10 +16,11 @@ func stepsNow(tr *Tracer) time.Time { return tr.Now() }
 // BenchmarkJobSteps times only what an event loop does for one traced
 // Gearman foreground job, in the order the proxy's hooks do it (submit:
 // clock, StartSendBare, Describe, CreatedNum; grab: clock, Deliver;
-// WORK_DATA; WORK_COMPLETE), on one goroutine. The export (encoding to a
-// discarding sink, recycling the records) runs every 128 jobs with the
-// timer stopped, so ns/op is the loop's share alone, without the other
-// CPU's work that the whole-binary figures mix in.
+// WORK_DATA; WORK_COMPLETE), on one goroutine, encoding of each span as
+// it ends included. The export (sealed batches to a discarding sink) runs
+// every 128 jobs with the timer stopped, so ns/op is the loop's share
+// alone, without the other CPU's work that the whole-binary figures mix
+// in.
 func BenchmarkJobSteps(b *testing.B) {
 	tr, pipe := benchLeanTracer(b)
 	ctx := context.Background()
