@@ -82,6 +82,15 @@ func (l *Limiter[V]) admit(s string, b []byte) V {
 		n = len(b)
 	}
 	cur := *l.names.Load()
+	// The caller's lookup may have raced an admission of this very name,
+	// which can also have filled the cap: look again before overflowing.
+	v, ok := cur[s]
+	if b != nil {
+		v, ok = cur[string(b)]
+	}
+	if ok {
+		return v
+	}
 	if len(cur) >= l.max || n > MaxNameLen || s == Overflow || string(b) == Overflow {
 		return l.Overflow()
 	}
@@ -107,7 +116,7 @@ func (l *Limiter[V]) admit(s string, b []byte) V {
 	for k, v := range cur {
 		next[k] = v
 	}
-	v := l.newFunc(s)
+	v = l.newFunc(s)
 	next[s] = v
 	l.names.Store(&next)
 	return v

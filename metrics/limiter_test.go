@@ -82,6 +82,25 @@ func TestLimiterConcurrent(t *testing.T) {
 	}
 }
 
+// TestLimiterAdmitAfterRacingAdmission: a name that another goroutine
+// admitted between this one's lock-free lookup and its admission, taking
+// the last place, gets its own value, not the overflow. admit is called
+// directly, as the slow path is after a lookup that missed.
+func TestLimiterAdmitAfterRacingAdmission(t *testing.T) {
+	l := NewLimiter(2, func(label string) string { return "v:" + label })
+	l.Get("a")
+	l.Get("b") // the cap is reached with b
+	if got := l.admit("b", nil); got != "v:b" {
+		t.Errorf("admit(b) = %q, want v:b", got)
+	}
+	if got := l.admit("", []byte("b")); got != "v:b" {
+		t.Errorf("admit([]byte(b)) = %q, want v:b", got)
+	}
+	if got := l.admit("c", nil); got != "v:"+Overflow {
+		t.Errorf("admit(c) = %q, want the overflow", got)
+	}
+}
+
 func BenchmarkCommandCount(b *testing.B) {
 	m := New(Options{NoRuntimeCollectors: true})
 	b.ReportAllocs()
