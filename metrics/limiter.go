@@ -82,16 +82,19 @@ func (l *Limiter[V]) admit(s string, b []byte) V {
 		n = len(b)
 	}
 	cur := *l.names.Load()
-	// The caller's lookup may have raced an admission of this very name,
-	// which can also have filled the cap: look again before overflowing.
-	v, ok := cur[s]
-	if b != nil {
-		v, ok = cur[string(b)]
+	if len(cur) >= l.max {
+		// The caller's lookup may have raced the admission of this very
+		// name into the last place: look again before overflowing.
+		v, ok := cur[s]
+		if b != nil {
+			v, ok = cur[string(b)]
+		}
+		if ok {
+			return v
+		}
+		return l.Overflow()
 	}
-	if ok {
-		return v
-	}
-	if len(cur) >= l.max || n > MaxNameLen || s == Overflow || string(b) == Overflow {
+	if n > MaxNameLen || s == Overflow || string(b) == Overflow {
 		return l.Overflow()
 	}
 	if b != nil {
@@ -116,7 +119,7 @@ func (l *Limiter[V]) admit(s string, b []byte) V {
 	for k, v := range cur {
 		next[k] = v
 	}
-	v = l.newFunc(s)
+	v := l.newFunc(s)
 	next[s] = v
 	l.names.Store(&next)
 	return v
