@@ -94,9 +94,7 @@ func bsSignalReal(t *testing.T, addr string) {
 		t.Fatalf("no pid in stats %q", stats)
 	}
 	pid, _ := strconv.Atoi(m[1])
-	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
+	testutil.SignalDrain(t, pid)
 	// The signal is asynchronous: wait until stats says draining.
 	deadline := time.Now().Add(bsReplyTimeout)
 	for {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/testutil/cputime"
 )
 
 // discardSink takes encoded batches and drops them.
@@ -24,7 +26,7 @@ func BenchmarkAssignment(b *testing.B) {
 			tr, pipe := benchLeanTracer(b)
 			ctx := context.Background()
 			b.ReportAllocs()
-			start := cpuTime()
+			start := cputime.Process()
 			b.ResetTimer()
 			for i := range b.N {
 				s := tr.StartSendBare(ctx, time.Time{})
@@ -48,7 +50,7 @@ func BenchmarkAssignment(b *testing.B) {
 			}
 			_ = pipe.forceFlush(ctx)
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 			if d := pipe.dropped.Load(); d > 0 {
 				b.Fatalf("%d spans dropped", d)
 			}

@@ -5,12 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/jobgate/jobgate/internal/testutil/cputime"
 )
 
 // BenchmarkJobSpans measures one traced job's three spans (send, receive,
@@ -44,7 +44,7 @@ func BenchmarkJobSpans(b *testing.B) {
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
-			start := cpuTime()
+			start := cputime.Process()
 			b.ResetTimer()
 			for i := range b.N {
 				traceJob(tr)
@@ -58,16 +58,10 @@ func BenchmarkJobSpans(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 			if d, f := p.Dropped(), p.ExportFailed(); d+f > 0 {
 				b.Fatalf("%d spans dropped, %d failed", d, f)
 			}
 		})
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

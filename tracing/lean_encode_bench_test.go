@@ -13,6 +13,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/jobgate/jobgate/internal/testutil/cputime"
 )
 
 // gearmanBatch returns a full batch of ended lean spans as the Gearman
@@ -101,7 +103,7 @@ func BenchmarkLeanExportBatch(b *testing.B) {
 	spans, enc := gearmanBatch(b)
 	ctx := context.Background()
 	b.ReportAllocs()
-	start := cpuTime()
+	start := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		enc.encode(spans)
@@ -112,5 +114,5 @@ func BenchmarkLeanExportBatch(b *testing.B) {
 	b.StopTimer()
 	n := float64(b.N * len(spans))
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/span")
-	b.ReportMetric(float64(cpuTime()-start)/n, "cpu-ns/span")
+	b.ReportMetric(float64(cputime.Process()-start)/n, "cpu-ns/span")
 }

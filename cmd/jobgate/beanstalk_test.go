@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/internal/testutil"
 )
 
 // TestBeanstalkServerFromFlags wires the server from the command line: the
@@ -48,9 +50,7 @@ func TestBeanstalkServerFromFlags(t *testing.T) {
 	}
 	say("put 0 0 1 5\r\nabcde\r\n", "JOB_TOO_BIG\r\n")
 	say("put 0 0 1 4\r\nabcd\r\n", "INSERTED 1\r\n")
-	if err := syscall.Kill(syscall.Getpid(), syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
+	testutil.SignalDrain(t, os.Getpid())
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.SetDeadline(time.Now().Add(5 * time.Second))

@@ -14,6 +14,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jobgate/jobgate/internal/testutil/cputime"
 	"github.com/jobgate/jobgate/tracing"
 )
 
@@ -48,9 +49,9 @@ func Provider(b *testing.B, sampler string) *tracing.Provider {
 // job mostly measures the other tenants; CPU time per job is what tracing
 // adds, and what limits throughput when the server is saturated.
 func ReportCPU(b *testing.B) func() {
-	start := cpuTime()
+	start := cputime.Process()
 	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 	}
 }
 

@@ -1,14 +1,14 @@
 //go:build unix
 
-package tracebench
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the process's CPU time so far, every thread.
-func cpuTime() time.Duration {
+// Process is the process's CPU time so far, every thread.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
