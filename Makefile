@@ -14,11 +14,7 @@ build:
 bench:
 	go test -run '^$$' -bench . -benchmem ./codec/... ./jobserver/...
 
-# fuzz runs every fuzz target for FUZZTIME each.
+# fuzz runs every fuzz target in the module for FUZZTIME each.
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in ./codec/gearman ./codec/beanstalk; do \
-		for target in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-			go test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-		done; \
-	done
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
