@@ -19,7 +19,13 @@ if [ ${#pkgs[@]} -eq 0 ]; then
 fi
 failed=0 raced=0 runs=0
 for pkg in "${pkgs[@]}"; do
-	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+	if ! list=$(go test -list '^Fuzz' "$pkg" 2>&1); then
+		echo "$list"
+		echo "FAIL: $pkg does not build its tests"
+		failed=$((failed + 1))
+		continue
+	fi
+	for target in $(grep '^Fuzz' <<<"$list"); do
 		corpus="$pkg/testdata/fuzz/$target"
 		before=$(ls "$corpus" 2>/dev/null | wc -l)
 		runs=$((runs + 1))
