@@ -31,22 +31,27 @@ func addServerStats(sum, st *wire.ServerStats, first bool) {
 	sum.Draining = sum.Draining || st.Draining
 }
 
-// addTubeStats adds st to sum as addServerStats does: counters summed,
-// the pause the longest.
+// addTubeStats adds st to sum as addServerStats does, but for what the
+// gateway does on every backend of the tube's pool at once: a watch, a
+// waiting reserve and pause-tube reach each backend, so each backend's
+// current-watching, current-waiting and cmd-pause-tube already count
+// every client that came through a gateway, and summing would count each
+// once per backend. Those, and the pause, take the largest.
 func addTubeStats(sum, st *wire.TubeStats, first bool) {
 	if first {
 		*sum = *st
 		return
 	}
 	a := []*uint64{&sum.CurrentJobsUrgent, &sum.CurrentJobsReady, &sum.CurrentJobsReserved,
-		&sum.CurrentJobsDelayed, &sum.CurrentJobsBuried, &sum.TotalJobs, &sum.CurrentUsing,
-		&sum.CurrentWatching, &sum.CurrentWaiting, &sum.CmdDelete, &sum.CmdPauseTube}
+		&sum.CurrentJobsDelayed, &sum.CurrentJobsBuried, &sum.TotalJobs, &sum.CurrentUsing, &sum.CmdDelete}
 	b := []*uint64{&st.CurrentJobsUrgent, &st.CurrentJobsReady, &st.CurrentJobsReserved,
-		&st.CurrentJobsDelayed, &st.CurrentJobsBuried, &st.TotalJobs, &st.CurrentUsing,
-		&st.CurrentWatching, &st.CurrentWaiting, &st.CmdDelete, &st.CmdPauseTube}
+		&st.CurrentJobsDelayed, &st.CurrentJobsBuried, &st.TotalJobs, &st.CurrentUsing, &st.CmdDelete}
 	for i := range a {
 		*a[i] += *b[i]
 	}
+	sum.CurrentWatching = max(sum.CurrentWatching, st.CurrentWatching)
+	sum.CurrentWaiting = max(sum.CurrentWaiting, st.CurrentWaiting)
+	sum.CmdPauseTube = max(sum.CmdPauseTube, st.CmdPauseTube)
 	sum.Pause = max(sum.Pause, st.Pause)
 	sum.PauseTimeLeft = max(sum.PauseTimeLeft, st.PauseTimeLeft)
 }

@@ -15,6 +15,7 @@ command -v ruby >/dev/null || missing+=(ruby)
 ruby -e 'require "beaneater"' 2>/dev/null || missing+=(ruby-beaneater)
 command -v php >/dev/null || missing+=(php-cli)
 php -r 'exit(class_exists("GearmanClient") ? 0 : 1);' 2>/dev/null || missing+=(php-gearman)
+[ -f /usr/share/php/Pheanstalk/autoload.php ] || missing+=(php-pda-pheanstalk)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "installing: ${missing[*]}"
