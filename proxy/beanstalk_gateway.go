@@ -62,10 +62,13 @@ import (
 //
 // Limits of this version:
 //   - A tube no rule routes (no default) gets INTERNAL_ERROR for put.
-//   - A reserve cancelled on an upstream (another backend won) leaves that
-//     upstream session busy until its reserve round ends (at most
-//     upstream.DefaultReserveRound); a job the round brings goes back to
-//     ready after it, so another worker may wait that long for it.
+//   - A losing reserve wait on an upstream where the client holds a job
+//     cannot be closed (that would return the job), so it is cancelled:
+//     the session stays busy until its reserve round ends (at most
+//     upstream.DefaultReserveRound), and a job the round brings goes back
+//     to ready after it, with one more reserve and release counted. Where
+//     the client holds none, the session is closed instead
+//     (abandonWait).
 //   - A put the codec refuses (EXPECTED_CRLF, JOB_TOO_BIG) is answered by
 //     the gateway and uses up no id on the backend, unlike beanstalkd.
 //   - Per-tube job metrics count the local engine's jobs only; commands

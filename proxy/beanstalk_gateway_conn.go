@@ -127,7 +127,7 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 		done := slots[i].done
 		s.mu.Unlock()
 		if !done {
-			be.conn.Cancel()
+			s.abandonWait(be)
 		}
 	}
 	s.mu.Lock()
@@ -173,6 +173,33 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 		s.recycle(sl)
 	}
 	return err
+}
+
+// abandonWait ends a losing reserve wait on be. beanstalkd cannot cancel a
+// waiting reserve: Cancel lets the upstream's round run out and gives back
+// a job the round brings, and that job then counts a reserve and a release
+// it never had (Laravel, for one, counts a job's attempts by its reserves,
+// and fails a job it thinks was tried too often). When the client holds no
+// job on be, closing the session ends the wait with no job touched; the
+// next command that needs be opens a new session. Otherwise closing would
+// return the client's jobs, so the round runs out.
+func (s *bgwSession) abandonWait(be *bgwBackend) {
+	if be.b.Beanstalk == nil || s.holdsOn(be.b) {
+		be.conn.Cancel() // the local engine's Cancel takes no job
+		return
+	}
+	be.dead.Store(true)
+	be.conn.Close()
+}
+
+// holdsOn reports whether the client holds a job reserved on b.
+func (s *bgwSession) holdsOn(b *routing.Backend) bool {
+	for _, rb := range s.reserved {
+		if rb == b {
+			return true
+		}
+	}
+	return false
 }
 
 // reserveReady asks each target in turn for a job ready now. It reports

@@ -115,8 +115,10 @@ func TestBeanstalkGatewayReserveLosersGiveBack(t *testing.T) {
 }
 
 // TestBeanstalkGatewayReserveWaitsOnAll has a worker wait on two backends
-// with nothing ready: a job put on either reaches it, and the cancelled
-// wait on the other backend does not take the next job there.
+// with nothing ready: a job put on either reaches it, and the abandoned
+// wait on the other backend does not take the next job there, not even
+// for a moment: that job has never been reserved (a job given back would
+// count a reserve, which clients such as Laravel count as an attempt).
 func TestBeanstalkGatewayReserveWaitsOnAll(t *testing.T) {
 	t.Parallel()
 	cl := bgwStart(t, 2, false)
@@ -164,7 +166,16 @@ func TestBeanstalkGatewayReserveWaitsOnAll(t *testing.T) {
 			}
 			_, err := gobeanstalk.NewTube(p, other).Put([]byte("later"), 1, 0, time.Minute)
 			must(t, err)
-			pollReady(t, cl.ups[cl.owner(other)], other, 1)
+			up := cl.ups[cl.owner(other)]
+			pollReady(t, up, other, 1)
+			d := bgwDial(t, up)
+			upID, _, err := gobeanstalk.NewTube(d, other).PeekReady()
+			must(t, err)
+			st, err := d.StatsJob(upID)
+			must(t, err)
+			if st["reserves"] != "0" || st["releases"] != "0" {
+				t.Errorf("job put after the race on %s: reserves %s, releases %s; want 0 and 0", other, st["reserves"], st["releases"])
+			}
 			id, _, err := gobeanstalk.NewTubeSet(p, other).Reserve(2 * time.Second)
 			must(t, err)
 			must(t, p.Delete(id))
