@@ -22,12 +22,8 @@ import (
 func TestBeanstalkPheanstalk(t *testing.T) {
 	t.Parallel()
 	php := testutil.RequireBinary(t, "php")
-	if _, err := os.Stat("/usr/share/php/Pheanstalk/autoload.php"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Pheanstalk (install php-pda-pheanstalk): %v", err)
-		}
-		t.Skipf("no Pheanstalk (install php-pda-pheanstalk): %v", err)
-	}
+	_, err := os.Stat("/usr/share/php/Pheanstalk/autoload.php")
+	testutil.RequireInstalled(t, "php-pda-pheanstalk", err)
 	run := func(t *testing.T, srv bsServer) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,12 +17,7 @@ import (
 func TestBeanstalkBeaneater(t *testing.T) {
 	t.Parallel()
 	ruby := testutil.RequireBinary(t, "ruby")
-	if err := exec.Command(ruby, "-e", "require 'beaneater'").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("ruby cannot load beaneater (install ruby-beaneater): %v", err)
-		}
-		t.Skipf("ruby cannot load beaneater (install ruby-beaneater): %v", err)
-	}
+	testutil.RequireInstalled(t, "ruby-beaneater", exec.Command(ruby, "-e", "require 'beaneater'").Run())
 	for _, start := range append([]func(testing.TB, int) bsServer{bsStartJobgate, bsStartJobgateGoroutines, bsStartReal}, bsGatewayStarts...) {
 		srv := start(t, 0)
 		t.Run(srv.name, func(t *testing.T) {

@@ -123,12 +123,7 @@ then doBackground handle GEARMAN_SUCCESS
 func requirePHPGearman(t *testing.T) string {
 	t.Helper()
 	php := testutil.RequireBinary(t, "php")
-	if err := exec.Command(php, "-r", `exit(class_exists("GearmanClient") ? 0 : 1);`).Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PHP's gearman extension is not installed (php-gearman): %v", err)
-		}
-		t.Skip("PHP's gearman extension is not installed (Debian php-gearman)")
-	}
+	testutil.RequireInstalled(t, "php-gearman", exec.Command(php, "-r", `exit(class_exists("GearmanClient") ? 0 : 1);`).Run())
 	return php
 }
 

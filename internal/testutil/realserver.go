@@ -30,6 +30,21 @@ func RequireBinary(t testing.TB, name string) string {
 	return ""
 }
 
+// RequireInstalled checks a library a test drives: err is what probing for
+// it (loading it, finding its files) returned, and pkg the Debian package
+// that provides it. When err is not nil the test fails under CI, as
+// RequireBinary does, and is skipped elsewhere.
+func RequireInstalled(t testing.TB, pkg string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed (scripts/test.sh installs it): %v", pkg, err)
+	}
+	t.Skipf("%s is not installed; run scripts/test.sh to install it: %v", pkg, err)
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 // Programs that cannot listen on port 0 and report it need this; the small
 // race with other processes is handled by StartServer retrying.
