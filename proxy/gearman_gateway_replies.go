@@ -111,6 +111,13 @@ func (s *gwSession) deliver(bs *gwBackend, p *codec.Packet) {
 			r.done = true
 		}
 	case codec.WorkComplete, codec.WorkFail, codec.WorkException:
+		if p.Type == codec.WorkFail && len(p.Args) == 1 {
+			// gearmand 1.1 sends the WORK_FAIL it makes of a WORK_EXCEPTION
+			// (for a client without the exceptions option) with a NUL after
+			// the handle. Perl's Gearman::Client then knows no such handle
+			// and dies; send the handle alone, as the local engine does.
+			p.Args[0] = bytes.TrimSuffix(p.Args[0], []byte{0})
+		}
 		delete(bs.foreground, string(p.Arg(0)))
 		s.writeLocked(bs.b, p)
 	default:
