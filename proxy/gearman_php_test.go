@@ -304,4 +304,11 @@ func TestGearmanPHPInterop(t *testing.T) {
 		addr, _ := startGearmanGateway(t, c, gearman.Config{})
 		runPHPScenarios(t, php, addr)
 	})
+	// The local engine and two gearmands in one shard pool.
+	t.Run("gateway-local-2-gearmand", func(t *testing.T) {
+		c := adminGatewayConfig(t, []string{testutil.StartGearmand(t), testutil.StartGearmand(t)})
+		c.Routes.GearmanDefault = "mix"
+		addr, _ := startGearmanGateway(t, c, gearman.Config{})
+		runPHPScenarios(t, php, addr)
+	})
 }
