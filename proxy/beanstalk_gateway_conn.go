@@ -182,7 +182,9 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 // and fails a job it thinks was tried too often). When the client holds no
 // job on be, closing the session ends the wait with no job touched; the
 // next command that needs be opens a new session. Otherwise closing would
-// return the client's jobs, so the round runs out.
+// return the client's jobs, so the round runs out. (The close leaves no
+// socket in TIME_WAIT per race: beanstalkd answers the wait TIMED_OUT as
+// it sees the close, and the kernel resets the connection.)
 func (s *bgwSession) abandonWait(be *bgwBackend) {
 	if be.b.Beanstalk == nil || s.holdsOn(be.b) {
 		be.conn.Cancel() // the local engine's Cancel takes no job

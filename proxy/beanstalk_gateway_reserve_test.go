@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -119,9 +120,21 @@ func TestBeanstalkGatewayReserveLosersGiveBack(t *testing.T) {
 // wait on the other backend does not take the next job there, not even
 // for a moment: that job has never been reserved (a job given back would
 // count a reserve, which clients such as Laravel count as an attempt).
+// Both with the gateway's connections on its event loop and on goroutines.
 func TestBeanstalkGatewayReserveWaitsOnAll(t *testing.T) {
 	t.Parallel()
-	cl := bgwStart(t, 2, false)
+	for _, goroutines := range []bool{false, true} {
+		t.Run(fmt.Sprintf("goroutines=%v", goroutines), func(t *testing.T) {
+			t.Parallel()
+			testReserveWaitsOnAll(t, goroutines)
+		})
+	}
+}
+
+// testReserveWaitsOnAll is TestBeanstalkGatewayReserveWaitsOnAll in one
+// of the gateway's modes.
+func testReserveWaitsOnAll(t *testing.T, goroutines bool) {
+	cl := bgwStartOn(t, goroutines, 2, false)
 	tubes := cl.tubesOnEveryBackend(1)
 	w := bgwDial(t, cl.addr)
 	p := bgwDial(t, cl.addr)
@@ -159,7 +172,7 @@ func TestBeanstalkGatewayReserveWaitsOnAll(t *testing.T) {
 			t.Fatalf("reserved %q, want %q", r.body, tube)
 		}
 		must(t, w.Delete(r.id))
-		// The other backend's cancelled wait takes nothing put now.
+		// The other backend's abandoned wait takes nothing put now.
 		for _, other := range tubes {
 			if other == tube {
 				continue

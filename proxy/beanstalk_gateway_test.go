@@ -30,6 +30,13 @@ type bgwCluster struct {
 // configuration before it is validated.
 func bgwStart(t *testing.T, n int, local bool, mods ...func(*config.Config)) *bgwCluster {
 	t.Helper()
+	return bgwStartOn(t, false, n, local, mods...)
+}
+
+// bgwStartOn is bgwStart with the gateway's connections on goroutines
+// when goroutines is set, else on its event loop.
+func bgwStartOn(t *testing.T, goroutines bool, n int, local bool, mods ...func(*config.Config)) *bgwCluster {
+	t.Helper()
 	g, ups := bgwShardGateway(t, n, local, mods...)
 	cl := &bgwCluster{ups: ups}
 	var mirror []*routing.Backend
@@ -39,7 +46,7 @@ func bgwStart(t *testing.T, n int, local bool, mods ...func(*config.Config)) *bg
 	for i := 1; i <= n; i++ {
 		mirror = append(mirror, &routing.Backend{ID: i, Name: fmt.Sprintf("bs-%d", i)})
 	}
-	cl.addr, cl.srv = bsServeGateway(t, g, 0)
+	cl.addr, cl.srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, Goroutines: goroutines})
 	var err error
 	if cl.pool, err = routing.NewPool("mirror", routing.Shard, mirror...); err != nil {
 		t.Fatal(err)
