@@ -33,7 +33,10 @@ import (
 //     SET_CLIENT_ID to every backend the connection has opened.
 //   - GRAB_JOB* tries the worker's backends in turn, starting one further
 //     each time, and answers NO_JOB only when all did; PRE_SLEEP goes to
-//     all of them; the first NOOP after a PRE_SLEEP wakes the worker.
+//     all of them; the first NOOP after a PRE_SLEEP wakes the worker. So
+//     a worker gets the highest-priority job of each backend, not of all
+//     its functions across backends: a job taken to compare could not be
+//     handed back to gearmand without counting a retry.
 //   - ECHO_REQ, OPTION_REQ and malformed requests are answered by the
 //     gateway; the exceptions option is also set on every backend session.
 //   - Admin "status", "prioritystatus" and "workers" merge the routed
