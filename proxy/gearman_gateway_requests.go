@@ -147,7 +147,7 @@ func (s *gwSession) handle(p *codec.Packet) error {
 		}
 		s.fifo.push(r)
 		s.mu.Unlock()
-		s.tryGrab(r)
+		s.grabOn(r, false)
 	default:
 		// Response types, ALL_YOURS, type 5: as the engine answers.
 		s.answer(codec.Error, []byte(codec.CodeInvalidCommand), []byte(codec.TextCommandNotExpected))
@@ -337,9 +337,15 @@ func (s *gwSession) rebuildWorkerSetLocked() {
 	}
 }
 
-// tryGrab sends r's GRAB_JOB* to the next backend it has not tried, or
-// answers NO_JOB when none is left.
-func (s *gwSession) tryGrab(r *gwReply) {
+// tryGrab sends r's GRAB_JOB* to the next backend it has not tried, and
+// writes it at once, or answers NO_JOB when none is left. It is for a grab
+// that moves on outside the read loop's handling of requests (after a
+// NO_JOB, or off the event loop); the read loop itself uses grabOn.
+func (s *gwSession) tryGrab(r *gwReply) { s.grabOn(r, true) }
+
+// grabOn is tryGrab; with flush false the request is left for the read
+// loop's flushBackends, which writes it with the rest of the batch.
+func (s *gwSession) grabOn(r *gwReply, flush bool) {
 	for {
 		s.mu.Lock()
 		if len(r.grab.left) == 0 || s.closed {
@@ -366,7 +372,7 @@ func (s *gwSession) tryGrab(r *gwReply) {
 			continue
 		}
 		_ = s.send(bs, grabRequest(typ), r)
-		if bs.conn != nil && bs.dirty.Swap(false) {
+		if flush && bs.conn != nil && bs.dirty.Swap(false) {
 			_ = bs.conn.Flush()
 		}
 		return
