@@ -54,6 +54,16 @@ func bgwStartOn(t *testing.T, goroutines bool, n int, local bool, mods ...func(*
 	return cl
 }
 
+// bsStartGatewaySharding serves a gateway whose default pool shards over
+// the local engine and two fresh beanstalkd (maxJobSize is unused: the
+// signature is the transcript suites' server starter's).
+func bsStartGatewaySharding(t testing.TB, _ int) bsServer {
+	t.Helper()
+	g, _ := bgwShardGateway(t, 2, true)
+	addr, _ := bsServeGateway(t, g, 0)
+	return bsServer{name: "gateway sharding over local and two beanstalkd", addr: addr}
+}
+
 // owner is the backend id that owns tube.
 func (cl *bgwCluster) owner(tube string) int { return cl.pool.Owner([]byte(tube)).ID }
 

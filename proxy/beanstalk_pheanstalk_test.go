@@ -43,11 +43,10 @@ func TestBeanstalkPheanstalk(t *testing.T) {
 			}
 		})
 	}
-	t.Run("gateway sharding over local and two beanstalkd", func(t *testing.T) {
-		g, _ := bgwShardGateway(t, 2, true)
-		addr, _ := bsServeGateway(t, g, 0)
+	srv := bsStartGatewaySharding(t, 0)
+	t.Run(srv.name, func(t *testing.T) {
 		relID := regexp.MustCompile(`job\+\d+`)
-		got := relID.ReplaceAllString(run(t, bsServer{name: "sharding gateway", addr: addr}), "job")
+		got := relID.ReplaceAllString(run(t, srv), "job")
 		if want := relID.ReplaceAllString(want, "job"); got != want {
 			t.Errorf("pheanstalk through a sharding gateway printed\n%s\nbeanstalkd printed\n%s", got, want)
 		}

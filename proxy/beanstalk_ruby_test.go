@@ -29,12 +29,11 @@ func TestBeanstalkBeaneater(t *testing.T) {
 			}
 		})
 	}
-	t.Run("gateway sharding over local and two beanstalkd", func(t *testing.T) {
-		g, _ := bgwShardGateway(t, 2, true)
-		addr, _ := bsServeGateway(t, g, 0)
+	srv := bsStartGatewaySharding(t, 0)
+	t.Run(srv.name, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, ruby, "testdata/beanstalk_beaneater.rb", addr, "sharded").CombinedOutput()
+		out, err := exec.CommandContext(ctx, ruby, "testdata/beanstalk_beaneater.rb", srv.addr, "sharded").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "ok" {
 			t.Fatalf("beaneater through a sharding gateway: %v\n%s", err, out)
 		}

@@ -65,6 +65,33 @@ func TestGearmanGatewayTranscripts(t *testing.T) {
 	}
 }
 
+// startGatewayOverGearmand serves a gateway that routes every function to
+// n fresh gearmands (sharded by name when n > 1) and returns its address.
+func startGatewayOverGearmand(t *testing.T, n int) string {
+	t.Helper()
+	var ups []string
+	for range n {
+		ups = append(ups, testutil.StartGearmand(t))
+	}
+	c, err := config.Upstreams(ups, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startGearmanGateway(t, c, gearman.Config{})
+	return addr
+}
+
+// startGatewayMix serves a gateway whose default pool shards over the
+// local engine and two fresh gearmands (adminGatewayConfig's "mix") and
+// returns its address.
+func startGatewayMix(t *testing.T) string {
+	t.Helper()
+	c := adminGatewayConfig(t, []string{testutil.StartGearmand(t), testutil.StartGearmand(t)})
+	c.Routes.GearmanDefault = "mix"
+	addr, _ := startGearmanGateway(t, c, gearman.Config{})
+	return addr
+}
+
 // startGearmanGateway serves a gateway built from c on 127.0.0.1:0 until
 // the test ends. Health checks are off, so that only the requests of the
 // test reach the upstreams. mods adjust the server's configuration.

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/internal/testutil"
 	"github.com/jobgate/jobgate/jobserver/gearman"
 )
@@ -237,14 +236,7 @@ func TestGearmanPHPStatusKeyTooLong(t *testing.T) {
 	}
 	t.Run("gearmand", func(t *testing.T) { run(t, testutil.StartGearmand(t)) })
 	t.Run("jobgate", func(t *testing.T) { run(t, startJobgateGearman(t, gearman.Config{})) })
-	t.Run("gateway-gearmand", func(t *testing.T) {
-		c, err := config.Upstreams([]string{testutil.StartGearmand(t)}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, _ := startGearmanGateway(t, c, gearman.Config{})
-		run(t, addr)
-	})
+	t.Run("gateway-gearmand", func(t *testing.T) { run(t, startGatewayOverGearmand(t, 1)) })
 }
 
 // runPHPWorkerLost kills a PHP worker (SIGKILL) while it holds a
@@ -286,29 +278,15 @@ func TestGearmanPHPInterop(t *testing.T) {
 		runPHPScenarios(t, php, startJobgateGearman(t, gearman.Config{}))
 	})
 	t.Run("gateway-gearmand", func(t *testing.T) {
-		up := testutil.StartGearmand(t)
-		c, err := config.Upstreams([]string{up}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, _ := startGearmanGateway(t, c, gearman.Config{})
-		runPHPScenarios(t, php, addr)
+		runPHPScenarios(t, php, startGatewayOverGearmand(t, 1))
 	})
 	// Functions sharded over two gearmands: one worker's functions, and
 	// one client's jobs, live on both.
 	t.Run("gateway-2-gearmand", func(t *testing.T) {
-		c, err := config.Upstreams([]string{testutil.StartGearmand(t), testutil.StartGearmand(t)}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr, _ := startGearmanGateway(t, c, gearman.Config{})
-		runPHPScenarios(t, php, addr)
+		runPHPScenarios(t, php, startGatewayOverGearmand(t, 2))
 	})
 	// The local engine and two gearmands in one shard pool.
 	t.Run("gateway-local-2-gearmand", func(t *testing.T) {
-		c := adminGatewayConfig(t, []string{testutil.StartGearmand(t), testutil.StartGearmand(t)})
-		c.Routes.GearmanDefault = "mix"
-		addr, _ := startGearmanGateway(t, c, gearman.Config{})
-		runPHPScenarios(t, php, addr)
+		runPHPScenarios(t, php, startGatewayMix(t))
 	})
 }

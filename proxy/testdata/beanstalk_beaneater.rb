@@ -71,7 +71,12 @@ job.delete
 hi.put('ttr', ttr: 1)
 job = tubes.reserve(1)
 raises('second reserve in the margin', Beaneater::DeadlineSoonError) { tubes.reserve(1) }
-job.delete
+begin
+  job.delete
+rescue Beaneater::NotFoundError
+  # The job's one second ran out first (a loaded machine): it is ready again.
+  tubes.reserve(5).delete
+end
 raises('empty reserve', Beaneater::TimedOutError) { tubes.reserve(0) }
 
 # Stats, tubes, pause.

@@ -95,15 +95,20 @@ $p->put('soon', 0, 1);
 $t0 = microtime(true);
 $job = $p->reserveWithTimeout(5);
 say('delayed ' . $job->getData() . ' ' . (microtime(true) - $t0 >= 0.5 ? 'waited' : 'too early'));
-$p->touch($job);
+say('touch ' . outcome(fn () => $p->touch($job)));
 $p->delete($job);
 
-// TTR: inside the last second a reserve answers DEADLINE_SOON.
+// TTR: inside the last second a reserve answers DEADLINE_SOON. The job's
+// one second may run out before the delete on a loaded machine; then it
+// is ready again, and is taken and deleted, so the transcript is the same.
 $p->put('ttr', 0, 0, 1);
 $job = $p->reserveWithTimeout(1);
 say('deadline ' . outcome(fn () => $p->reserveWithTimeout(1)));
-say('touch ' . outcome(fn () => $p->touch($job)));
-$p->delete($job);
+try {
+    $p->delete($job);
+} catch (Pheanstalk\Exception\JobNotFoundException $e) {
+    $p->delete($p->reserveWithTimeout(5));
+}
 
 // A reservation goes back to ready when its connection closes.
 $p->put('orphan');
