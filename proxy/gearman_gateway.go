@@ -66,7 +66,9 @@ import (
 //   - A configuration that declares a gearman backend makes the server a
 //     gateway even if no route reaches that backend.
 //   - Each client connection that touches an upstream holds one TCP
-//     connection to it (DESIGN decision 2). On Linux, plain-TCP upstream
+//     connection to it (DESIGN decision 2), except that background submits
+//     of loop connections without one go on shared lines
+//     (gearman_gateway_bgline.go). On Linux, plain-TCP upstream
 //     sessions of event-loop connections are served by the same loop
 //     (gearman_gateway_loop.go); they are dialled off the loop, while the
 //     connection waits. With a TLS upstream the gateway serves every
@@ -106,6 +108,8 @@ type gearmanGateway struct {
 	dials     context.Context
 	stopDials context.CancelFunc
 	own       gwOwnSessions // sessions the merged admin listings know (gearman_gateway_admin_dedup.go)
+	lines     gwLines       // shared sessions for background submits (gearman_gateway_bgline.go)
+	sessions  atomic.Uint64 // sessions started: spreads them over the lines
 }
 
 // gwRouting is the routing of one configuration; immutable.

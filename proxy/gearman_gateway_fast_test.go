@@ -28,10 +28,10 @@ func countFastSubmits(t *testing.T) *atomic.Int64 {
 	return &n
 }
 
-// TestGearmanGatewayFastSubmit: pipelined submits to open sessions take
-// the fast path; the first submit to a backend (which dials), one to the
-// local engine, and one whose backend's session died do not, and every
-// job still lands where the routing says.
+// TestGearmanGatewayFastSubmit: pipelined submits to open sessions and
+// background ones to open lines take the fast path; the first submit to a
+// backend (which dials), one to the local engine, and one whose backend's
+// session died do not, and every job still lands where the routing says.
 func TestGearmanGatewayFastSubmit(t *testing.T) {
 	port := testutil.FreePort(t)
 	g2 := ownGearmand(t, port)
@@ -52,7 +52,9 @@ func TestGearmanGatewayFastSubmit(t *testing.T) {
 		{codec.SubmitJobBg, "local.x", "H:jobgate:", false},
 		{codec.SubmitJobBg, f2, "@2:", true},
 		{codec.SubmitJobBg, f1, "@1:", true},
-		{codec.SubmitJob, f1, "@1:", true}, // foreground: its handle is watched
+		{codec.SubmitJob, f1, "@1:", false}, // foreground: its own session, dialled
+		{codec.SubmitJob, f1, "@1:", true},
+		{codec.SubmitJobBg, f1, "@1:", true}, // now on that session, not the line
 	}
 	c := dialGW(t, st.addr)
 	var batch []byte
@@ -73,7 +75,7 @@ func TestGearmanGatewayFastSubmit(t *testing.T) {
 	if got := hits.Load(); got != wantHits {
 		t.Fatalf("fast path sent %d submits, want %d", got, wantHits)
 	}
-	if got, want := st.upstreamStatus(t, 1, f1), f1+"\t5\t0\t0"; got != want {
+	if got, want := st.upstreamStatus(t, 1, f1), f1+"\t7\t0\t0"; got != want {
 		t.Errorf("g1: %q, want %q", got, want)
 	}
 	if got, want := st.upstreamStatus(t, 2, f2), f2+"\t3\t0\t0"; got != want {

@@ -134,6 +134,13 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 			if !b.Available() {
 				continue
 			}
+			if s.wantsLine(p.Type, b) {
+				// A line, not a session (gearman_gateway_bgline.go).
+				if s.gw.lines.get(s.lineKey(b)) != nil || f(b) {
+					return
+				}
+				continue
+			}
 			if !s.unopened(b) || f(b) {
 				return
 			}
@@ -229,7 +236,12 @@ func (s *gwSession) handleOffLoop(p *codec.Packet) error {
 // cost one dial timeout, not one each.
 func (s *gwSession) preopen(p *codec.Packet) {
 	if isSubmit(p.Type) {
-		s.opens(p, func(b *routing.Backend) bool { return s.preopenOne(b) })
+		s.opens(p, func(b *routing.Backend) bool {
+			if s.wantsLine(p.Type, b) {
+				return s.preopenLine(b)
+			}
+			return s.preopenOne(b)
+		})
 		return
 	}
 	var all []*routing.Backend
@@ -247,7 +259,21 @@ func (s *gwSession) preopen(p *codec.Packet) {
 
 // preopenOne dials b for preopen and reports whether it opened.
 func (s *gwSession) preopenOne(b *routing.Backend) bool {
+	s.waitLines()
 	_, err := s.sessionDial(b, true)
+	return s.preopened(b, err)
+}
+
+// preopenLine opens the loop's line to b for preopen and reports whether
+// it opened.
+func (s *gwSession) preopenLine(b *routing.Backend) bool {
+	_, err := s.gw.lines.dial(s.gw, s.lineKey(b))
+	return s.preopened(b, err)
+}
+
+// preopened keeps err, the failure of preopen's dial of b, for the request
+// being handled; it reports whether there was none.
+func (s *gwSession) preopened(b *routing.Backend, err error) bool {
 	if err != nil {
 		s.mu.Lock()
 		if s.openErr == nil {
@@ -290,5 +316,5 @@ func (s *gwSession) backlogged(limit int) bool {
 			return true
 		}
 	}
-	return false
+	return s.lineBacklogged(limit)
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"reflect"
+	"slices"
 
 	"github.com/jobgate/jobgate/config"
 	"github.com/jobgate/jobgate/metrics"
@@ -68,6 +69,7 @@ func (s *GearmanServer) PrepareReload(c *config.Config, m *metrics.Metrics) (app
 	return func() {
 		s.gw.cur.Store(rt)
 		swapHealth(old.cfg.health, rt.cfg.health)
+		s.gw.lines.retire(func(b *routing.Backend) bool { return slices.Contains(rt.routed, b) }, gwLineRetireGrace(old))
 	}, nil
 }
 

@@ -229,6 +229,20 @@ func (s *gwSession) submit(p *codec.Packet) error {
 		if !b.Available() {
 			continue
 		}
+		if s.wantsLine(p.Type, b) {
+			l := s.lineFor(p.Type, b)
+			if l == nil {
+				s.mu.Lock()
+				why = s.notOpenLocked(b).Error()
+				s.mu.Unlock()
+				continue
+			}
+			if s.gw.trace != nil {
+				s.gw.trace.submit(r, p, b, start)
+			}
+			s.sendLine(l, p, r, nil)
+			return nil
+		}
 		bs, err := s.session(b)
 		if err != nil {
 			why = err.Error()

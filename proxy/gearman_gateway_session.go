@@ -70,6 +70,12 @@ type gwSession struct {
 	fast gwFastRoute
 	free []*gwReply // guarded by mu: written fastSubmit replies, for reuse
 
+	// Background submits on shared lines (gearman_gateway_bgline.go).
+	lines    []*gwLine     // guarded by mu: the lines s sent on
+	lineOut  int           // guarded by mu: its submits on them not answered
+	lineIdle chan struct{} // guarded by mu: closed when lineOut drops to 0 (waitLines)
+	lineSlot int           // which of the loop's lines to a backend s uses
+
 	// openErr, guarded by mu, holds the dials that failed for a request
 	// handled off the event loop (gearman_gateway_loop.go).
 	openErr map[*routing.Backend]error
@@ -170,6 +176,9 @@ type gwGrab struct {
 
 func (gw *gearmanGateway) newSession(info gearman.SessionInfo, c *gearmanConn) *gwSession {
 	s := &gwSession{gw: gw, c: c, abilities: map[string]*gwAbility{}}
+	if n := gwLinesPer; n > 1 {
+		s.lineSlot = int(gw.sessions.Add(1) % uint64(n))
+	}
 	lb := &gwBackend{b: gw.rt().localBackend()}
 	lb.local = &gwLocal{deliver: func(p *codec.Packet) { s.deliver(lb, p) }}
 	lb.local.sess = gw.srv.engine.NewSession(info, lb.local)
@@ -195,6 +204,10 @@ func (s *gwSession) Close() {
 	s.backends = nil
 	for _, bs := range open {
 		bs.dead = true
+	}
+	if s.lineIdle != nil {
+		close(s.lineIdle)
+		s.lineIdle = nil
 	}
 	s.mu.Unlock()
 	s.gw.own.leave(s)
@@ -230,6 +243,7 @@ func (s *gwSession) queueFlushes(later func(routing.LoopSession)) {
 		open[i] = nil
 	}
 	s.flushBuf = open[:0]
+	s.queueLineFlushes(later)
 }
 
 // session returns the open session on b, opening it (and replaying the
