@@ -206,3 +206,50 @@ func TestGearmanGatewayBgLineRetired(t *testing.T) {
 		}
 	}
 }
+
+// TestGearmanGatewayBgLineKilled: gearmand dies while the lines carry the
+// pipelined submits of several clients. Each client gets one reply per
+// submit, in order: JOB_CREATED for those gearmand answered, then ERROR
+// for the rest; none is lost or given to another client, and every
+// connection goes on.
+func TestGearmanGatewayBgLineKilled(t *testing.T) {
+	port := testutil.FreePort(t)
+	g := ownGearmand(t, port)
+	st := startGatewaySetup(t, []string{net.JoinHostPort("127.0.0.1", fmt.Sprint(port))}, config.Breaker{},
+		func(b *config.Backend) { b.HealthInterval = 0 })
+	fn := st.fnOwnedBy(t, "f", 1)
+	const clients, jobs = 4, 200
+	cs := make([]*gwClient, clients)
+	for i := range cs {
+		cs[i] = dialGW(t, st.addr)
+		cs[i].send(codec.SubmitJobBg, fn, "", "open") // the lines are open
+		cs[i].expect(codec.JobCreated)
+	}
+	body := strings.Repeat("b", 1024)
+	for _, c := range cs {
+		var batch []byte
+		for range jobs {
+			batch = append(batch, pkt(codec.SubmitJobBg, fn, "", body)...)
+		}
+		c.write(batch)
+	}
+	_ = g.Process.Kill()
+	created, failed := 0, 0
+	for i, c := range cs {
+		erred := false
+		for j := range jobs {
+			p := c.next()
+			switch {
+			case p.Type == codec.JobCreated && !erred && strings.HasPrefix(string(p.Args[0]), "@1:"):
+				created++
+			case p.Type == codec.Error && string(p.Args[0]) == string(codec.CodeQueueError):
+				erred = true
+				failed++
+			default:
+				t.Fatalf("client %d, reply %d: %v", i, j, p.String())
+			}
+		}
+		c.quiet()
+	}
+	t.Logf("%d submits created, %d failed", created, failed)
+}
