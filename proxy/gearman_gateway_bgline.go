@@ -59,7 +59,16 @@ func (s *gwSession) lineKey(b *routing.Backend) gwLineKey {
 type gwLines struct {
 	mu      sync.Mutex
 	open    map[gwLineKey]*gwLine     // guarded by mu: live lines
-	opening map[gwLineKey]*sync.Mutex // guarded by mu: serialises opening each
+	dialing map[gwLineKey]*gwLineDial // guarded by mu: dials in flight
+}
+
+// gwLineDial is a line's dial in flight; those who want the line while it
+// runs wait for its result rather than dial again, so that a backend that
+// does not answer costs each of them one dial timeout, not one each.
+type gwLineDial struct {
+	done chan struct{} // closed when l and err are set
+	l    *gwLine
+	err  error
 }
 
 // gwLine is one shared upstream session for background submits.
@@ -107,20 +116,27 @@ func (ls *gwLines) dial(gw *gearmanGateway, k gwLineKey) (*gwLine, error) {
 		ls.mu.Unlock()
 		return l, nil
 	}
-	if ls.opening == nil {
-		ls.opening = map[gwLineKey]*sync.Mutex{}
+	if d := ls.dialing[k]; d != nil {
+		ls.mu.Unlock()
+		<-d.done
+		return d.l, d.err
 	}
-	om := ls.opening[k]
-	if om == nil {
-		om = &sync.Mutex{}
-		ls.opening[k] = om
+	if ls.dialing == nil {
+		ls.dialing = map[gwLineKey]*gwLineDial{}
 	}
+	d := &gwLineDial{done: make(chan struct{})}
+	ls.dialing[k] = d
 	ls.mu.Unlock()
-	om.Lock()
-	defer om.Unlock()
-	if l := ls.get(k); l != nil {
-		return l, nil // opened while this one waited
-	}
+	d.l, d.err = ls.openLine(gw, k)
+	ls.mu.Lock()
+	delete(ls.dialing, k)
+	ls.mu.Unlock()
+	close(d.done)
+	return d.l, d.err
+}
+
+// openLine dials a line for k and makes it k's live line.
+func (ls *gwLines) openLine(gw *gearmanGateway, k gwLineKey) (*gwLine, error) {
 	l := &gwLine{gw: gw, key: k}
 	ctx, cancel := gw.openTimeout()
 	defer cancel()

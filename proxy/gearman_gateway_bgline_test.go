@@ -253,3 +253,31 @@ func TestGearmanGatewayBgLineKilled(t *testing.T) {
 	}
 	t.Logf("%d submits created, %d failed", created, failed)
 }
+
+// TestGearmanGatewayBgLineDialShared: clients whose background submits
+// need the same line while its backend does not answer wait for one dial,
+// not one each, and then fail over to the next backend of the pool.
+func TestGearmanGatewayBgLineDialShared(t *testing.T) {
+	const dialTimeout = 1500 * time.Millisecond
+	st := startGatewaySetup(t, []string{hangingListener(t), testutil.StartGearmand(t)}, config.Breaker{},
+		func(b *config.Backend) { b.DialTimeout, b.HealthInterval = dialTimeout, 0 })
+	fn := st.fnOwnedBy(t, "f", 1)
+	const clients = 3 * gwLinesPer // three waiting on each line's dial
+	cs := make([]*gwClient, clients)
+	for i := range cs {
+		cs[i] = dialGW(t, st.addr)
+		cs[i].quiet()
+	}
+	start := time.Now()
+	for _, c := range cs {
+		c.send(codec.SubmitJobBg, fn, "", "x")
+	}
+	for i, c := range cs {
+		if h := string(c.expect(codec.JobCreated).Args[0]); !strings.HasPrefix(h, "@2:") {
+			t.Fatalf("client %d: handle %q, want g2's", i, h)
+		}
+	}
+	if d := time.Since(start); d >= 2*dialTimeout {
+		t.Fatalf("%d clients waited %v for the blackholed backend (dial timeout %v)", clients, d, dialTimeout)
+	}
+}
