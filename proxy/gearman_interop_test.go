@@ -109,22 +109,7 @@ func TestGearmanCLIInterop(t *testing.T) {
 		return runTool(t, gearmanBin, append(append([]string{}, hp...), args...)...)
 	}
 
-	// Queue background jobs of three priorities before any worker exists,
-	// then let a worker record the order it ran them in.
-	cli("-b", "-L", "-f", "order", "low")
-	cli("-b", "-f", "order", "normal")
-	cli("-b", "-I", "-f", "order", "high")
-	cli("-b", "-u", "same", "-f", "order", "unique")
-	cli("-b", "-u", "same", "-f", "order", "unique-again") // coalesced
-	waitStatus(t, addr, "order", "4\t0\t0")
-	log := filepath.Join(t.TempDir(), "order.log")
-	startTool(t, gearmanBin, append(append([]string{}, hp...), "-w", "-c", "4", "-f", "order", "--",
-		"sh", "-c", "cat >> "+log+"; echo >> "+log)...)
-	waitStatus(t, addr, "order", "0\t0\t0")
-	got, _ := os.ReadFile(log)
-	if string(got) != "high\nnormal\nunique\nlow\n" {
-		t.Fatalf("worker ran %q", got)
-	}
+	checkCLIBackgroundOrder(t, gearmanBin, addr)
 
 	// Foreground jobs through a CLI worker.
 	startTool(t, gearmanBin, append(append([]string{}, hp...), "-w", "-f", "rev", "--", "rev")...)
@@ -155,6 +140,52 @@ func TestGearmanCLIInterop(t *testing.T) {
 	}
 	if got := runTool(t, gearadmin, append(append([]string{}, hp...), "--server-version")...); strings.TrimSpace(got) != "9.9.9" {
 		t.Fatalf("gearadmin --server-version: %q", got)
+	}
+}
+
+// checkCLIBackgroundOrder queues background jobs of three priorities
+// with the gearman CLI before any worker exists (one connection each, and
+// a unique id coalesced), then lets a CLI worker record the order it ran
+// them in: highest priority first, and in submission order within one.
+func checkCLIBackgroundOrder(t *testing.T, gearmanBin, addr string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	hp := []string{"-h", host, "-p", port}
+	cli := func(args ...string) string {
+		return runTool(t, gearmanBin, append(append([]string{}, hp...), args...)...)
+	}
+	cli("-b", "-L", "-f", "order", "low")
+	cli("-b", "-f", "order", "normal")
+	cli("-b", "-I", "-f", "order", "high")
+	cli("-b", "-u", "same", "-f", "order", "unique")
+	cli("-b", "-u", "same", "-f", "order", "unique-again") // coalesced
+	cli("-b", "-f", "order", "normal-2")
+	waitStatus(t, addr, "order", "5\t0\t0")
+	log := filepath.Join(t.TempDir(), "order.log")
+	startTool(t, gearmanBin, append(append([]string{}, hp...), "-w", "-c", "5", "-f", "order", "--",
+		"sh", "-c", "cat >> "+log+"; echo >> "+log)...)
+	waitStatus(t, addr, "order", "0\t0\t0")
+	got, _ := os.ReadFile(log)
+	if string(got) != "high\nnormal\nunique\nnormal-2\nlow\n" {
+		t.Fatalf("worker ran %q", got)
+	}
+}
+
+// TestGearmanCLIBackgroundOrderThroughGateway: the background jobs of
+// checkCLIBackgroundOrder, each from a gearman CLI connection of its own,
+// reach a gearmand behind the gateway over the lines it shares
+// (gearman_gateway_bgline.go) and run in the order they run in on
+// gearmand itself.
+func TestGearmanCLIBackgroundOrderThroughGateway(t *testing.T) {
+	gearmanBin := testutil.RequireBinary(t, "gearman")
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) string
+	}{
+		{"gearmand", func(t *testing.T) string { return testutil.StartGearmand(t) }},
+		{"gateway-gearmand", func(t *testing.T) string { return startGatewayOverGearmand(t, 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkCLIBackgroundOrder(t, gearmanBin, tc.start(t)) })
 	}
 }
 
