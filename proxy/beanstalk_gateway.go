@@ -43,7 +43,8 @@ import (
 //     used tube's pool and answer the first found in hash order; kick kicks
 //     on them in that order until the bound is used up.
 //   - stats and list-tubes merge every routed backend's answer (counters
-//     summed, tubes listed once); stats-tube merges the tube's pool
+//     summed, tubes listed once, the connection counts the gateway's own:
+//     beanstalk_gateway_clients.go); stats-tube merges the tube's pool
 //     (addTubeStats);
 //     pause-tube pauses the tube on every backend of its pool. With one
 //     backend the answer is passed on byte for byte.
@@ -115,6 +116,7 @@ type beanstalkGateway struct {
 	drain    atomic.Bool  // Drain was called: puts answer DRAINING
 	reserved atomic.Int64 // jobs the clients hold reserved through the gateway
 	trace    *bgwTrace    // nil: tracing off (beanstalk_gateway_trace.go); kept across reloads
+	clients  bgwClients   // client connections, for stats (beanstalk_gateway_clients.go)
 
 	loop   *bgwLoop // guarded by srv.mu; nil until the first loop connection (beanstalk_gateway_loop_linux.go)
 	noLoop bool     // guarded by srv.mu; the loop failed to start

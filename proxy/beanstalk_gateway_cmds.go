@@ -28,6 +28,7 @@ func (s *bgwSession) execIn(cmd *wire.Command) error {
 			return err
 		}
 	}
+	s.countCommand(cmd.Verb)
 	if cmd.Verb == wire.ReserveJob && s.c.srv.guard.current().MaxReservedPerConn > 0 {
 		if err := s.settle(); err != nil { // count what the batch reserved so far
 			return err
@@ -399,7 +400,8 @@ func tubeUnion(slots []*bgwSlot) (names []string, ok bool) {
 }
 
 // stats sums every routed backend's counters; current-tubes counts the
-// distinct tubes of all of them.
+// distinct tubes of all of them, and the connection counts are the
+// gateway's own (bgwClients).
 func (s *bgwSession) stats(cmd *wire.Command) error {
 	slots := s.fan(s.rt.routed, cmd, nil)
 	defer s.drop(slots)
@@ -423,6 +425,7 @@ func (s *bgwSession) stats(cmd *wire.Command) error {
 	if names, ok := tubeUnion(lists); ok {
 		sum.CurrentTubes = uint64(len(names))
 	}
+	s.gw.ownClientCounts(&sum)
 	s.drop(lists)
 	s.yaml.Reset()
 	sum.AppendYAML(&s.yaml)

@@ -106,8 +106,8 @@ func (s *bgwSession) reserve(cmd *wire.Command) error {
 		}
 	}
 	slots := make([]*bgwSlot, len(targets))
-	s.waiting.Store(true)
-	defer s.waiting.Store(false)
+	s.setWaiting(true)
+	defer s.setWaiting(false)
 	s.mu.Lock()
 	s.raceLeft, s.raceWin, s.raceAwake = len(targets), nil, true
 	s.mu.Unlock()

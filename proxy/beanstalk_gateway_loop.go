@@ -180,6 +180,7 @@ func (s *bgwSession) reserveOne() *routing.Backend {
 // execLoop runs cmd on the loop; loopCan said it may.
 func (s *bgwSession) execLoop(cmd *wire.Command) error {
 	if (cmd.Verb == wire.Reserve || cmd.Verb == wire.ReserveWithTimeout) && !s.overReserved(cmd.Verb) {
+		s.countCommand(cmd.Verb)
 		if s.gw.trace != nil {
 			s.cmdStart = s.gw.trace.tr.Now() // as execIn stamps: the receive span's start
 		}
@@ -201,7 +202,7 @@ func (s *bgwSession) reserveLoop(cmd *wire.Command) {
 	s.syncWatchCached(be)
 	sl := s.push(be, cmd.Verb)
 	sl.wait = true
-	s.waiting.Store(true)
+	s.setWaiting(true)
 	s.do(be, cmd, sl)
 	if s.lc.eof {
 		be.conn.Cancel() // the client half-closed: TIMED_OUT, as from beanstalkd
@@ -226,7 +227,7 @@ func (s *bgwSession) settleDone() error {
 	for ; i < k; i++ {
 		sl := s.fifo[i]
 		if sl.wait {
-			s.waiting.Store(false)
+			s.setWaiting(false)
 		}
 		if err == nil {
 			err = s.writeSlot(sl)

@@ -56,7 +56,8 @@ type bgwSession struct {
 	tubeBuf   []byte                      // JobTube's answer
 	reserved  map[uint64]*routing.Backend // client id -> backend of each job the client holds
 	nReserved atomic.Int32                // len(reserved), for the sweeper
-	waiting   atomic.Bool                 // a reserve is waiting on the backends
+	waiting   atomic.Bool                 // a reserve is waiting on the backends (setWaiting)
+	client    bgwClientState              // what stats counts of the client (beanstalk_gateway_clients.go)
 
 	// Tracing (beanstalk_gateway_trace.go).
 	cmdStart time.Time // when the command being routed was read
@@ -116,12 +117,14 @@ func (gw *beanstalkGateway) newSession(c *beanstalkConn) *bgwSession {
 	s.wc.gen = 1
 	s.cond.L = &s.mu
 	s.discard = func(*wire.Reply, error) {}
+	s.clientOpened()
 	return s
 }
 
 // close ends every backend session: each backend returns the client's
 // reservations to ready.
 func (s *bgwSession) close() {
+	s.clientClosed()
 	s.forget(nil)
 	for _, be := range s.open {
 		be.conn.Close()
@@ -405,6 +408,9 @@ func (s *bgwSession) writeSlot(sl *bgwSlot) error {
 		return s.write(sl.verb, &internalError)
 	}
 	r := &sl.reply
+	if sl.verb == wire.ReserveJob && r.Kind == wire.Reserved {
+		s.countWorker() // beanstalkd counts a reserve-job that reserved
+	}
 	if sl.be == nil {
 		return s.write(sl.verb, r)
 	}
