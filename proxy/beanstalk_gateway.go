@@ -43,8 +43,9 @@ import (
 //     used tube's pool and answer the first found in hash order; kick kicks
 //     on them in that order until the bound is used up.
 //   - stats and list-tubes merge every routed backend's answer (counters
-//     summed, tubes listed once, the connection counts the gateway's own:
-//     beanstalk_gateway_clients.go); stats-tube merges the tube's pool
+//     summed, tubes listed once; the connection and command counts the
+//     gateway's own: beanstalk_gateway_clients.go); stats-tube merges the
+//     tube's pool
 //     (addTubeStats);
 //     pause-tube pauses the tube on every backend of its pool. With one
 //     backend the answer is passed on byte for byte.

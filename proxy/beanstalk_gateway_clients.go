@@ -6,16 +6,20 @@ import (
 	wire "github.com/jobgate/jobgate/codec/beanstalk"
 )
 
-// bgwClients counts a gateway's client connections as beanstalkd counts
-// its own for stats: current-connections, total-connections and the
-// current-producers, current-workers and current-waiting among them.
-// Behind a gateway of several backends, a client has a session on each
-// backend it touched, and a waiting reserve waits on all of them, so the
-// backends' sums count one client once per backend: stats reports these
-// instead (addServerStats' caller). With one backend the backend's answer
+// bgwClients counts a gateway's client connections and their commands as
+// beanstalkd counts its own for stats: current-connections,
+// total-connections, the current-producers, current-workers and
+// current-waiting among them, and the cmd-* counters. Behind a gateway of
+// several backends, a client has a session on each backend it touched, a
+// waiting reserve waits on all of them, and a watch, a reserve, a peek or
+// stats itself goes to several backends (with commands of the gateway's
+// own, such as the use and watch that set up a session), so the backends'
+// sums count one client, or one command, once per backend: stats reports
+// these instead (bgwSession.stats). With one backend the backend's answer
 // is passed on as it is.
 type bgwClients struct {
 	current, total, producers, workers, waiting atomic.Int64
+	cmds                                        [int(wire.Quit) + 1]atomic.Uint64 // by verb
 }
 
 // bgwClientState is what bgwClients counts of one session; owned by the
@@ -47,10 +51,14 @@ func (s *bgwSession) clientClosed() {
 	s.setWaiting(false)
 }
 
-// countCommand marks the client a producer at its first put and a worker
-// at its first reserve or reserve-with-timeout, as beanstalkd does when it
-// reads the command (reserve-job counts once it reserves: countReserved).
+// countCommand counts a command of the client, as beanstalkd counts one
+// it reads, and marks the client a producer at its first put and a worker
+// at its first reserve or reserve-with-timeout (a reserve-job makes it one
+// once it reserves: writeSlot).
 func (s *bgwSession) countCommand(v wire.Verb) {
+	if int(v) < len(s.gw.clients.cmds) {
+		s.gw.clients.cmds[v].Add(1)
+	}
 	switch v {
 	case wire.Put:
 		if !s.client.producer {
@@ -82,7 +90,20 @@ func (s *bgwSession) setWaiting(on bool) {
 	}
 }
 
-// ownClientCounts puts the gateway's own client counts in st.
+// countRejectedPut counts a put the decoder refused after its line:
+// beanstalkd counts JOB_TOO_BIG and EXPECTED_CRLF in cmd-put, and the
+// latter, whose job it made before reading the body, makes the client a
+// producer.
+func (s *bgwSession) countRejectedPut(kind wire.ReplyKind) {
+	switch kind {
+	case wire.JobTooBig:
+		s.gw.clients.cmds[wire.Put].Add(1)
+	case wire.ExpectedCRLF:
+		s.countCommand(wire.Put)
+	}
+}
+
+// ownClientCounts puts the gateway's own client and command counts in st.
 func (gw *beanstalkGateway) ownClientCounts(st *wire.ServerStats) {
 	c := &gw.clients
 	st.CurrentConnections = uint64(max(c.current.Load(), 0))
@@ -90,4 +111,36 @@ func (gw *beanstalkGateway) ownClientCounts(st *wire.ServerStats) {
 	st.CurrentProducers = uint64(max(c.producers.Load(), 0))
 	st.CurrentWorkers = uint64(max(c.workers.Load(), 0))
 	st.CurrentWaiting = uint64(max(c.waiting.Load(), 0))
+	for _, f := range cmdFields {
+		*f.field(st) = c.cmds[f.verb].Load()
+	}
+}
+
+// cmdFields are the stats fields that count commands, by verb.
+var cmdFields = []struct {
+	verb  wire.Verb
+	field func(*wire.ServerStats) *uint64
+}{
+	{wire.Put, func(s *wire.ServerStats) *uint64 { return &s.CmdPut }},
+	{wire.Peek, func(s *wire.ServerStats) *uint64 { return &s.CmdPeek }},
+	{wire.PeekReady, func(s *wire.ServerStats) *uint64 { return &s.CmdPeekReady }},
+	{wire.PeekDelayed, func(s *wire.ServerStats) *uint64 { return &s.CmdPeekDelayed }},
+	{wire.PeekBuried, func(s *wire.ServerStats) *uint64 { return &s.CmdPeekBuried }},
+	{wire.Reserve, func(s *wire.ServerStats) *uint64 { return &s.CmdReserve }},
+	{wire.ReserveWithTimeout, func(s *wire.ServerStats) *uint64 { return &s.CmdReserveWithTimeout }},
+	{wire.Delete, func(s *wire.ServerStats) *uint64 { return &s.CmdDelete }},
+	{wire.Release, func(s *wire.ServerStats) *uint64 { return &s.CmdRelease }},
+	{wire.Use, func(s *wire.ServerStats) *uint64 { return &s.CmdUse }},
+	{wire.Watch, func(s *wire.ServerStats) *uint64 { return &s.CmdWatch }},
+	{wire.Ignore, func(s *wire.ServerStats) *uint64 { return &s.CmdIgnore }},
+	{wire.Bury, func(s *wire.ServerStats) *uint64 { return &s.CmdBury }},
+	{wire.Kick, func(s *wire.ServerStats) *uint64 { return &s.CmdKick }},
+	{wire.Touch, func(s *wire.ServerStats) *uint64 { return &s.CmdTouch }},
+	{wire.Stats, func(s *wire.ServerStats) *uint64 { return &s.CmdStats }},
+	{wire.StatsJob, func(s *wire.ServerStats) *uint64 { return &s.CmdStatsJob }},
+	{wire.StatsTube, func(s *wire.ServerStats) *uint64 { return &s.CmdStatsTube }},
+	{wire.ListTubes, func(s *wire.ServerStats) *uint64 { return &s.CmdListTubes }},
+	{wire.ListTubeUsed, func(s *wire.ServerStats) *uint64 { return &s.CmdListTubeUsed }},
+	{wire.ListTubesWatched, func(s *wire.ServerStats) *uint64 { return &s.CmdListTubesWatched }},
+	{wire.PauseTube, func(s *wire.ServerStats) *uint64 { return &s.CmdPauseTube }},
 }

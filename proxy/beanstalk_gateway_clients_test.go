@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,19 +14,31 @@ import (
 
 // TestBeanstalkGatewayClientCounts: through a gateway sharding over the
 // local engine and two beanstalkd, stats counts the client connections
-// as one beanstalkd counts its own, although each client has sessions on
-// several backends and a waiting reserve waits on all of them. A real
-// beanstalkd run through the same steps is the reference.
+// and their commands as one beanstalkd counts its own, although each
+// client has sessions on several backends, a waiting reserve waits on all
+// of them, and the gateway sends watch, reserve and stats to several
+// backends. A real beanstalkd run through the same steps is the
+// reference.
 func TestBeanstalkGatewayClientCounts(t *testing.T) {
-	t.Run("beanstalkd", func(t *testing.T) { checkClientCounts(t, testutil.StartBeanstalkd(t)) })
+	var want map[string]string
+	t.Run("beanstalkd", func(t *testing.T) { want = checkClientCounts(t, testutil.StartBeanstalkd(t)) })
 	for _, goroutines := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gateway, goroutines %v", goroutines), func(t *testing.T) {
-			checkClientCounts(t, bgwStartOn(t, goroutines, 2, true).addr)
+			got := checkClientCounts(t, bgwStartOn(t, goroutines, 2, true).addr)
+			for k, v := range want {
+				// cmd-stats counts waitCounts' polls.
+				if strings.HasPrefix(k, "cmd-") && k != "cmd-stats" && got[k] != v {
+					t.Errorf("%s: %s, beanstalkd %s", k, got[k], v)
+				}
+			}
 		})
 	}
 }
 
-func checkClientCounts(t *testing.T, addr string) {
+// checkClientCounts runs clients through puts, reserves and a waiting
+// reserve on addr, checks the connection counts of stats along the way,
+// and returns the last stats.
+func checkClientCounts(t *testing.T, addr string) map[string]string {
 	producer := bgwDial(t, addr)
 	id, err := gobeanstalk.NewTube(producer, "counts-put").Put([]byte("x"), 1, 0, time.Minute)
 	if err != nil {
@@ -56,6 +69,16 @@ func checkClientCounts(t *testing.T, addr string) {
 	producer.Close()
 	want["current-connections"], want["current-producers"] = 3, 0
 	waitCounts(t, asker, want)
+	// A put too big counts in cmd-put.
+	big := make([]byte, 70000)
+	if _, err := gobeanstalk.NewTube(taker, "counts-put").Put(big, 1, 0, time.Minute); err == nil {
+		t.Fatal("a 70000-byte put was taken")
+	}
+	st, err := asker.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // bsTimedOut reports whether err is go-beanstalk's TIMED_OUT.

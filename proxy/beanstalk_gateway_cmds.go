@@ -400,8 +400,8 @@ func tubeUnion(slots []*bgwSlot) (names []string, ok bool) {
 }
 
 // stats sums every routed backend's counters; current-tubes counts the
-// distinct tubes of all of them, and the connection counts are the
-// gateway's own (bgwClients).
+// distinct tubes of all of them, and the connection and command counts
+// are the gateway's own (bgwClients).
 func (s *bgwSession) stats(cmd *wire.Command) error {
 	slots := s.fan(s.rt.routed, cmd, nil)
 	defer s.drop(slots)

@@ -45,6 +45,7 @@ func (c *beanstalkConn) serveGateway() {
 			var verb wire.Verb
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
+				s.countRejectedPut(ce.Kind)
 				if t := s.gw.trace; t != nil {
 					t.refused(s.used, 0, ce.Kind.String())
 				}

@@ -328,6 +328,7 @@ func (l *bgwLoop) serve(b *bgwLoopConn) {
 			var verb wire.Verb
 			if ce.Kind == wire.JobTooBig || ce.Kind == wire.ExpectedCRLF {
 				verb = wire.Put
+				s.countRejectedPut(ce.Kind)
 				if t := s.gw.trace; t != nil {
 					t.refused(s.used, 0, ce.Kind.String())
 				}

@@ -15,7 +15,7 @@ func serverCounters(s *wire.ServerStats) []*uint64 {
 }
 
 // addServerStats adds st to sum: counters summed (stats then puts the
-// gateway's own connection counts over theirs), max-job-size the
+// gateway's own connection and command counts over theirs), max-job-size the
 // smallest (what fits everywhere), draining if any is; the process fields
 // (pid, version, rusage, uptime, binlog, id, hostname, os, platform) stay
 // the first server's. first copies st.
