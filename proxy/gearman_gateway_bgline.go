@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,20 +217,19 @@ func (l *gwLine) closeIfIdle() {
 }
 
 // wantsLine reports whether a background submit of s to b goes on a line
-// (open or not): s is on the event loop, t is a background submit, b is
-// an upstream, and s has no session of its own there.
+// (open or not): it may (lineable), and s has no session of its own on b.
 func (s *gwSession) wantsLine(t codec.Type, b *routing.Backend) bool {
-	return s.c.loop != nil && isBackground(t) && b.ID != routing.LocalID && b.Gearman != nil && s.find(b) == nil
+	return s.lineable(t, b) && s.find(b) == nil
 }
 
-// lineFor returns the open line s sends SUBMIT_* type t to b on, or nil:
-// none is open, or the submit goes on s's own session (wantsLine).
-func (s *gwSession) lineFor(t codec.Type, b *routing.Backend) *gwLine {
-	if !s.wantsLine(t, b) {
-		return nil
-	}
-	return s.gw.lines.get(s.lineKey(b))
+// lineable reports whether a SUBMIT_* of type t to b may go on a line: s
+// is on the event loop, t is a background submit and b is an upstream.
+func (s *gwSession) lineable(t codec.Type, b *routing.Backend) bool {
+	return s.c.loop != nil && isBackground(t) && b.ID != routing.LocalID && b.Gearman != nil
 }
+
+// liveLine returns s's live line to b, or nil.
+func (s *gwSession) liveLine(b *routing.Backend) *gwLine { return s.gw.lines.get(s.lineKey(b)) }
 
 // sendLine sends SUBMIT_* p on line l; r, its reply, is in s.fifo already.
 // raw, when not nil, is p's wire bytes. A line that is gone answers r with
@@ -238,7 +238,7 @@ func (s *gwSession) sendLine(l *gwLine, p *codec.Packet, r *gwReply, raw []byte)
 	l.sendMu.Lock()
 	s.mu.Lock()
 	s.lineOut++
-	if !containsLine(s.lines, l) {
+	if !slices.Contains(s.lines, l) {
 		s.lines = append(pruneLines(s.lines), l)
 	}
 	s.mu.Unlock()
@@ -432,15 +432,6 @@ func (s *gwSession) queueLineFlushes(later func(routing.LoopSession)) {
 			}
 		}
 	}
-}
-
-func containsLine(ls []*gwLine, l *gwLine) bool {
-	for _, x := range ls {
-		if x == l {
-			return true
-		}
-	}
-	return false
 }
 
 // pruneLines drops the lines that are gone; the caller holds s.mu.

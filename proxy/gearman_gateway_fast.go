@@ -60,18 +60,20 @@ func (s *gwSession) fastSubmit(p *codec.Packet) bool {
 	bs := f.bs
 	if bs == nil || bs.b != b {
 		if bs = s.find(b); bs == nil {
-			if l := s.lineFor(p.Type, b); l != nil {
-				s.mu.Lock()
-				r := s.newReplyLocked(false)
-				s.fifo.push(r)
-				s.mu.Unlock()
-				s.sendLine(l, p, r, s.rawOf(p))
-				if h := gwFastHook.Load(); h != nil {
-					(*h)()
+			if s.lineable(p.Type, b) {
+				if l := s.liveLine(b); l != nil {
+					s.mu.Lock()
+					r := s.newReplyLocked(false)
+					s.fifo.push(r)
+					s.mu.Unlock()
+					s.sendLine(l, p, r, s.rawOf(p))
+					if h := gwFastHook.Load(); h != nil {
+						(*h)()
+					}
+					return true
 				}
-				return true
 			}
-			return false // to be dialled: off the loop
+			return false // to be dialled (a session or a line): off the loop
 		}
 		f.bs = bs
 	}

@@ -136,7 +136,7 @@ func (s *gwSession) opens(p *codec.Packet, f func(b *routing.Backend) bool) {
 			}
 			if s.wantsLine(p.Type, b) {
 				// A line, not a session (gearman_gateway_bgline.go).
-				if s.gw.lines.get(s.lineKey(b)) != nil || f(b) {
+				if s.liveLine(b) != nil || f(b) {
 					return
 				}
 				continue

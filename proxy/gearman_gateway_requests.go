@@ -230,7 +230,7 @@ func (s *gwSession) submit(p *codec.Packet) error {
 			continue
 		}
 		if s.wantsLine(p.Type, b) {
-			l := s.lineFor(p.Type, b)
+			l := s.liveLine(b)
 			if l == nil {
 				s.mu.Lock()
 				why = s.notOpenLocked(b).Error()
