@@ -50,7 +50,7 @@ tls:
 }
 
 func TestParseAnchorsAndMerge(t *testing.T) {
-	c, err := Parse("m.yaml", []byte(`
+	_, err := Parse("m.yaml", []byte(`
 x-upstream: &up
   type: gearman
   dial_timeout: 1s
@@ -68,7 +68,7 @@ backends:
 	if !errors.As(err, &es) || len(es) != 1 || es[0].Error() != `m.yaml:2:1: x-upstream: unknown field` {
 		t.Fatalf("Parse: %v", err)
 	}
-	c, err = Parse("m.yaml", []byte(`
+	c, err := Parse("m.yaml", []byte(`
 backends:
   - &gm1 { name: gm1, id: 1, type: gearman, address: "gm1:4730", dial_timeout: 1s, tls: { enabled: true } }
   - <<: *gm1

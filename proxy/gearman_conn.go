@@ -304,7 +304,7 @@ func (c *gearmanConn) flushLocked(foreign bool) error {
 		}
 	} else {
 		c.watch.setFlag(watchWriting, true)
-		n, err = c.nc.Write(buf)
+		_, err = c.nc.Write(buf) // a short write comes with an error
 		c.watch.setFlag(watchWriting, false)
 		c.watch.wrote.Add(1)
 	}

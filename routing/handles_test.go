@@ -88,8 +88,7 @@ func TestHandlePassthrough(t *testing.T) {
 
 func TestHandleAllocs(t *testing.T) {
 	m, _ := NewHandleMap(allBackends())
-	b := allBackends()[1]
-	b, _ = m.Decode([]byte("@1:x"))
+	b, _ := m.Decode([]byte("@1:x"))
 	buf := make([]byte, 0, 64)
 	h := []byte("H:gearman-7:123456")
 	enc, _ := m.Append(nil, b, h)

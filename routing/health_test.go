@@ -79,8 +79,14 @@ func TestHealth(t *testing.T) {
 	if probes.Load() != n || clk.Pending() != 0 {
 		t.Fatalf("probed after Stop")
 	}
-	if h.Observe(errors.New("x")) || h.Observe(errors.New("x")) || !h.Observe(errors.New("x")) || h.Up() {
-		t.Fatal("Observe does not apply the fall threshold")
+	// Fall is 3: the third failure in a row, and only it, reports the change.
+	for i, want := range []bool{false, false, true} {
+		if got := h.Observe(errors.New("x")); got != want {
+			t.Fatalf("failure %d: Observe = %v, want %v", i+1, got, want)
+		}
+	}
+	if h.Up() {
+		t.Fatal("up after 3 observed failures")
 	}
 	var nilH *Health
 	if !nilH.Up() {

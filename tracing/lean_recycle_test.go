@@ -35,13 +35,13 @@ func staleCalls(s Send, p Process) {
 // hasStale reports whether span carries anything staleCalls sets.
 func hasStale(span sdktrace.ReadOnlySpan) bool {
 	for _, kv := range span.Attributes() {
-		if kv.Value.Emit() == "stale" || kv.Value.Emit() == "666" {
+		if kv.Value.String() == "stale" || kv.Value.String() == "666" {
 			return true
 		}
 	}
 	for _, e := range span.Events() {
 		for _, kv := range e.Attributes {
-			if kv.Value.Emit() == "stale" || kv.Value.Emit() == "666" {
+			if kv.Value.String() == "stale" || kv.Value.String() == "666" {
 				return true
 			}
 		}

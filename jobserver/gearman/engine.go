@@ -128,24 +128,23 @@ type Engine struct {
 	clk    clock.Clock
 	prefix []byte // HandlePrefix + ":"
 
-	mu        sync.Mutex
-	funcs     map[string]*function // guarded by mu
-	funcList  []*function          // guarded by mu; creation order, for admin listings
-	jobs      map[uint64]*job      // guarded by mu; every live job by handle counter
-	lastID    uint64               // guarded by mu; last handle counter used
-	seq       int64                // guarded by mu; enqueue sequence, FIFO across functions
-	sessions  *Session             // guarded by mu; newest first, for "workers"
-	heap      timerHeap            // guarded by mu; delayed and timed jobs
-	timer     clock.Timer          // guarded by mu; armed for heap's earliest deadline
-	timerAt   int64                // guarded by mu; when timer fires (unix ns)
-	timerGen  uint64               // guarded by mu; identifies the armed timer
-	freeAtt   []*attach            // guarded by mu; recycled attachments
-	freeJobs  []*job               // guarded by mu; recycled jobs (see newJob)
-	pkt       codec.Packet         // guarded by mu; scratch for Output calls
-	args      [6][]byte            // guarded by mu; scratch Args backing
-	scratch   []byte               // guarded by mu; scratch for formatted numbers/handles
-	text      []byte               // guarded by mu; scratch for admin replies
-	shutdownQ bool                 // guarded by mu; a shutdown callback is pending
+	mu       sync.Mutex
+	funcs    map[string]*function // guarded by mu
+	funcList []*function          // guarded by mu; creation order, for admin listings
+	jobs     map[uint64]*job      // guarded by mu; every live job by handle counter
+	lastID   uint64               // guarded by mu; last handle counter used
+	seq      int64                // guarded by mu; enqueue sequence, FIFO across functions
+	sessions *Session             // guarded by mu; newest first, for "workers"
+	heap     timerHeap            // guarded by mu; delayed and timed jobs
+	timer    clock.Timer          // guarded by mu; armed for heap's earliest deadline
+	timerAt  int64                // guarded by mu; when timer fires (unix ns)
+	timerGen uint64               // guarded by mu; identifies the armed timer
+	freeAtt  []*attach            // guarded by mu; recycled attachments
+	freeJobs []*job               // guarded by mu; recycled jobs (see newJob)
+	pkt      codec.Packet         // guarded by mu; scratch for Output calls
+	args     [6][]byte            // guarded by mu; scratch Args backing
+	scratch  []byte               // guarded by mu; scratch for formatted numbers/handles
+	text     []byte               // guarded by mu; scratch for admin replies
 
 	// Metrics hooks (observe.go).
 	obs       Observer // guarded by mu; nil: none
