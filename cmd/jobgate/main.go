@@ -324,10 +324,6 @@ wait:
 			code = 1
 		}
 	}
-	if err := op.flush(ctx); err != nil {
-		log.Error("flush on exit", "err", err)
-		code = 1
-	}
 	return code
 }
 

@@ -30,7 +30,6 @@ type operator struct {
 	mu       sync.Mutex // serialises reloads; guards the fields below
 	cfg      *config.Config
 	services []service
-	flushers []func(context.Context) error
 }
 
 func newOperator(args []string, cfg *config.Config, level *slog.LevelVar, log *slog.Logger) *operator {
@@ -194,29 +193,6 @@ func (o *operator) drain(ctx context.Context) bool {
 		case <-t.C:
 		}
 	}
-}
-
-// onExit registers f to run after the servers have stopped, before the
-// process exits, bounded by the context it is given: the hook for what
-// must reach its destination, such as the tracing provider's pending spans
-// (its Shutdown). The journals need none: their services' Shutdown closes
-// them.
-func (o *operator) onExit(f func(context.Context) error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.flushers = append(o.flushers, f)
-}
-
-// flush runs the onExit functions in order and returns their errors.
-func (o *operator) flush(ctx context.Context) error {
-	o.mu.Lock()
-	fs := o.flushers
-	o.mu.Unlock()
-	var errs []error
-	for _, f := range fs {
-		errs = append(errs, f(ctx))
-	}
-	return errors.Join(errs...)
 }
 
 // limitsFrom turns the limits section into the servers' own.

@@ -1,32 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"log/slog"
 	"math"
 	"testing"
 
 	"github.com/jobgate/jobgate/config"
 )
-
-// TestOnExitRunsInOrder: the exit hooks run in registration order, each
-// once, and their errors are all reported.
-func TestOnExitRunsInOrder(t *testing.T) {
-	op := newOperator(nil, config.Default(), new(slog.LevelVar), slog.New(slog.DiscardHandler))
-	var order []int
-	errA, errB := errors.New("a"), errors.New("b")
-	op.onExit(func(context.Context) error { order = append(order, 1); return errA })
-	op.onExit(func(context.Context) error { order = append(order, 2); return nil })
-	op.onExit(func(context.Context) error { order = append(order, 3); return errB })
-	err := op.flush(context.Background())
-	if len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
-		t.Errorf("ran %v, want [1 2 3]", order)
-	}
-	if !errors.Is(err, errA) || !errors.Is(err, errB) {
-		t.Errorf("flush error %v, want a and b", err)
-	}
-}
 
 // TestLimitsFromConfig: every limit reaches the servers, and a write
 // buffer limit of 0 means no limit there too.
