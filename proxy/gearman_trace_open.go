@@ -69,14 +69,3 @@ func (o *openSpans) take(id uint64) tracing.Process {
 	delete(o.more, id)
 	return p
 }
-
-// len returns how many spans are open.
-func (o *openSpans) len() int {
-	n := len(o.more)
-	for i := range o.ring {
-		if o.ring[i].id != 0 {
-			n++
-		}
-	}
-	return n
-}

@@ -103,3 +103,14 @@ func TestGearmanTraceReturnedBeforeAssigned(t *testing.T) {
 		t.Fatalf("process spans' error.type %q, want timeout then cant_do", got)
 	}
 }
+
+// len returns how many spans are open.
+func (o *openSpans) len() int {
+	n := len(o.more)
+	for i := range o.ring {
+		if o.ring[i].id != 0 {
+			n++
+		}
+	}
+	return n
+}

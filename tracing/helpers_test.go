@@ -169,3 +169,13 @@ func sorted(m map[string]any) []string {
 	sort.Strings(out)
 	return out
 }
+
+// setMessage sets the attributes of m that the SDK path sets through
+// Tracer.attrs, without building them.
+func (s *leanSpan) setMessage(opType string, m *Message, body bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ended {
+		s.setMessageLocked(opType, m, body)
+	}
+}

@@ -176,16 +176,6 @@ func (lt *leanTracer) startSpan(parent trace.SpanContext, name, nameDest string,
 	return s, s.sc
 }
 
-// setMessage sets the attributes of m that the SDK path sets through
-// Tracer.attrs, without building them.
-func (s *leanSpan) setMessage(opType string, m *Message, body bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.setMessageLocked(opType, m, body)
-	}
-}
-
 // setMessageLocked is setMessage with s locked and open.
 func (s *leanSpan) setMessageLocked(opType string, m *Message, body bool) {
 	s.opType = opType
