@@ -132,7 +132,7 @@ func (c *gearmanConn) handleTraced(p *codec.Packet) error {
 				Operation: t.String(), Destination: gt.functions.String(p.Args[0]), ConversationID: string(p.Args[1]),
 				BodySize: len(p.Data()),
 			})
-			sess.SetCreation(gearman.Creation(send.Creation()))
+			sess.SetCreationAt(gearman.Creation(send.Creation()), start.UnixNano())
 		}
 	case t == codec.GrabJob || t == codec.GrabJobUniq || t == codec.GrabJobAll:
 		start = gt.tr.Now()

@@ -155,6 +155,7 @@ type Engine struct {
 	// being made; the hook.
 	freeExts       []*jobExt  // guarded by mu; recycled job exts (traces, reducers)
 	submitCreation Creation   // guarded by mu
+	submitAt       int64      // guarded by mu; the submit's time on the trace clock, or 0
 	thook          TraceHook  // guarded by mu
 	ahook          AssignHook // guarded by mu; thook, if it is one
 	tclock         TraceClock // guarded by mu; thook, if it is one

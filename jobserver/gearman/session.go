@@ -41,6 +41,7 @@ type Session struct {
 	prevS, nextS *Session   // engine's session list
 	outcome      Outcome    // of the last Handle; written only by Handle (observe.go)
 	creation     Creation   // for the next submit; owned by Handle's caller (trace.go)
+	submitAt     int64      // the next submit's time on the trace clock, or 0 (SetCreationAt)
 	lastJob      uint64     // the job of the last Handle; written only by Handle (trace.go)
 	lastTraced   bool       // lastJob is traced; written only by Handle
 	lastTrace    JobTrace   // lastJob's trace, when a grab assigned it traced; written only by Handle
@@ -296,8 +297,9 @@ func (s *Session) submit(fn, unique, data []byte, prio uint8, bg bool, at int64,
 		client = nil
 	}
 	e.submitCreation, s.creation = s.creation, Creation{}
+	e.submitAt, s.submitAt = s.submitAt, 0
 	j, res, gate := e.submit(fn, unique, data, prio, client, at, reducer)
-	e.submitCreation = Creation{}
+	e.submitCreation, e.submitAt = Creation{}, 0
 	if j != nil {
 		s.lastJob = j.id
 	}

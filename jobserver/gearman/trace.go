@@ -160,7 +160,20 @@ func (e *Engine) SetTraceHook(h TraceHook) {
 // SetCreation gives the session's next submit the creation context c,
 // kept if the submit creates a job. Call it from the goroutine that calls
 // Handle, before Handle.
-func (s *Session) SetCreation(c Creation) { s.creation = c }
+func (s *Session) SetCreation(c Creation) { s.creation, s.submitAt = c, 0 }
+
+// SetCreationAt is SetCreation with the submit's time at, in Unix
+// nanoseconds on the hook's TraceClock: the job's ready time when the
+// submit queues it at once (in memory, not for a later epoch), instead of
+// a reading of the clock under the engine lock. The proxy reads that
+// clock for the submit's send span anyway; the queue wait then counts
+// from the submit's start.
+func (s *Session) SetCreationAt(c Creation, at int64) {
+	if c == (Creation{}) {
+		at = 0 // untraced: no time to keep
+	}
+	s.creation, s.submitAt = c, at
+}
 
 // LastJob returns the id of the job the last Handle concerned: created or
 // coalesced onto by a SUBMIT_JOB*, assigned by a GRAB_JOB*; 0 when it
@@ -262,7 +275,11 @@ func (e *Engine) traceAttach(j *job, c Creation) {
 // step, and every queue wait came out negative.
 func (e *Engine) traceReady(j *job) {
 	if tr := j.trace(); tr != nil {
-		if e.tclock != nil {
+		if e.submitAt != 0 && e.tclock != nil {
+			// Queued by the submit that made it (the only enqueue while
+			// submitAt is set), at the time the proxy read for its span.
+			tr.ready = e.submitAt
+		} else if e.tclock != nil {
 			tr.ready = e.tclock.TraceNow()
 		} else {
 			tr.ready = e.now()
