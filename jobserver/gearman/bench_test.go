@@ -22,15 +22,17 @@ func req(t codec.Type, args ...[]byte) *codec.Packet {
 }
 
 // BenchmarkEngineForeground: submit, grab, complete, one job at a time.
-func BenchmarkEngineForeground(b *testing.B) { benchForeground(b, false) }
+func BenchmarkEngineForeground(b *testing.B) { benchForeground(b, nil, nil) }
 
-// benchForeground runs foreground jobs one at a time; traced, each job has
-// a creation context and the grab's trace is read as the proxy reads it.
-func benchForeground(b *testing.B, traced bool) {
+// benchForeground runs foreground jobs one at a time. With traced, every
+// job is traced: traced gives the session its creation context cr before
+// each submit, as the proxy does, and the grab's trace is read as the
+// proxy reads it; hook, if any, is the engine's trace hook.
+func benchForeground(b *testing.B, hook TraceHook, traced func(c *Session, cr Creation)) {
 	e, _ := New(Config{HandlePrefix: "H:bench"})
 	defer e.Stop()
-	if traced {
-		e.SetTraceHook(&countingClock{})
+	if hook != nil {
+		e.SetTraceHook(hook)
 	}
 	cout, wout := &discard{}, &discard{}
 	c := e.NewSession(SessionInfo{}, cout)
@@ -44,12 +46,12 @@ func benchForeground(b *testing.B, traced bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if traced {
-			c.SetCreation(cr)
+		if traced != nil {
+			traced(c, cr)
 		}
 		c.Handle(submit)
 		w.Handle(grab)
-		if traced {
+		if traced != nil {
 			if jt, ok := w.LastJobTrace(); !ok || jt.Attempt != 1 {
 				b.Fatal("no trace")
 			}
