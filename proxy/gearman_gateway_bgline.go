@@ -402,13 +402,9 @@ func (s *gwSession) waitLines() {
 	}
 }
 
-// lineBacklogged reports whether a line s used has more than limit bytes
-// waiting for its backend.
-func (s *gwSession) lineBacklogged(limit int) bool {
-	var stack [4]*gwLine
-	s.mu.Lock()
-	lines := append(stack[:0], s.lines...)
-	s.mu.Unlock()
+// linesBacklogged reports whether one of lines, those a session used, has
+// more than limit bytes waiting for its backend.
+func linesBacklogged(lines []*gwLine, limit int) bool {
 	for _, l := range lines {
 		if l.conn.Backlog() > limit {
 			return true
@@ -417,12 +413,9 @@ func (s *gwSession) lineBacklogged(limit int) bool {
 	return false
 }
 
-// queueLineFlushes is queueFlushes for the lines s used.
-func (s *gwSession) queueLineFlushes(later func(routing.LoopSession)) {
-	var stack [4]*gwLine
-	s.mu.Lock()
-	lines := append(stack[:0], s.lines...)
-	s.mu.Unlock()
+// queueLineFlushes is gwSession.queueFlushes for lines, those the session
+// used.
+func queueLineFlushes(lines []*gwLine, later func(routing.LoopSession)) {
 	for _, l := range lines {
 		if l.dirty.Swap(false) {
 			if later != nil {

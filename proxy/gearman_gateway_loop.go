@@ -308,13 +308,15 @@ func (s *gwSession) grabOffLoop(r *gwReply, b *routing.Backend) {
 // the session at the write buffer limit.
 func (s *gwSession) backlogged(limit int) bool {
 	var stack [8]*gwBackend
+	var lineStack [4]*gwLine
 	s.mu.Lock()
 	open := append(stack[:0], s.backends...)
+	lines := append(lineStack[:0], s.lines...)
 	s.mu.Unlock()
 	for _, bs := range open {
 		if lc, ok := bs.conn.(routing.GearmanLoopConn); ok && lc.Backlog() > limit {
 			return true
 		}
 	}
-	return s.lineBacklogged(limit)
+	return linesBacklogged(lines, limit)
 }

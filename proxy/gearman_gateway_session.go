@@ -176,9 +176,7 @@ type gwGrab struct {
 
 func (gw *gearmanGateway) newSession(info gearman.SessionInfo, c *gearmanConn) *gwSession {
 	s := &gwSession{gw: gw, c: c, abilities: map[string]*gwAbility{}}
-	if n := gwLinesPer; n > 1 {
-		s.lineSlot = int(gw.sessions.Add(1) % uint64(n))
-	}
+	s.lineSlot = int(gw.sessions.Add(1) % gwLinesPer)
 	lb := &gwBackend{b: gw.rt().localBackend()}
 	lb.local = &gwLocal{deliver: func(p *codec.Packet) { s.deliver(lb, p) }}
 	lb.local.sess = gw.srv.engine.NewSession(info, lb.local)
@@ -229,8 +227,10 @@ func (s *gwSession) flushBackends() { s.queueFlushes(nil) }
 // queueFlushes is flushBackends, with the sessions an event loop serves
 // handed to later (when not nil) to write with its batch.
 func (s *gwSession) queueFlushes(later func(routing.LoopSession)) {
+	var lineStack [4]*gwLine
 	s.mu.Lock()
 	open := append(s.flushBuf[:0], s.backends...)
+	lines := append(lineStack[:0], s.lines...)
 	s.mu.Unlock()
 	for i, bs := range open {
 		if bs.dirty.Swap(false) {
@@ -243,7 +243,7 @@ func (s *gwSession) queueFlushes(later func(routing.LoopSession)) {
 		open[i] = nil
 	}
 	s.flushBuf = open[:0]
-	s.queueLineFlushes(later)
+	queueLineFlushes(lines, later)
 }
 
 // session returns the open session on b, opening it (and replaying the
