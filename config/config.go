@@ -80,6 +80,14 @@ type Config struct {
 	// costs CPU when they wait for every request (docs/BENCHMARKS.md,
 	// "Tail latency on two CPUs").
 	LoopWait string `yaml:"loop_wait"`
+	// LoopSpin (loop_spin) is how long an event loop (Linux, more than one
+	// CPU) keeps polling its sockets before it blocks when none is ready.
+	// A request that comes meanwhile needs no wake-up: faster and a lower
+	// tail for clients that send one request at a time, paid with the CPU
+	// the polling takes, which costs throughput when the CPUs are busy
+	// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). 0, the
+	// default, blocks at once; at most MaxLoopSpin.
+	LoopSpin time.Duration `yaml:"loop_spin"`
 	// IOUring (io_uring) makes the event loops (Linux) read every socket
 	// epoll reports ready with one io_uring_enter system call, and write
 	// every connection with output with another, instead of one system
@@ -92,6 +100,10 @@ type Config struct {
 	// changing it.
 	src *source
 }
+
+// MaxLoopSpin bounds Config.LoopSpin: a loop that polls for longer than
+// this between requests is better served by blocking.
+const MaxLoopSpin = time.Millisecond
 
 // The values of Config.LoopWait.
 const (

@@ -45,6 +45,7 @@ func FlagFields() map[string]string {
 		"log-format":                    "log.format",
 		"shutdown-timeout":              "shutdown_timeout",
 		"loop-wait":                     "loop_wait",
+		"loop-spin":                     "loop_spin",
 		"io-uring":                      "io_uring",
 		"limits-max-connections":        "limits.max_connections",
 		"limits-max-connections-per-ip": "limits.max_connections_per_ip",

@@ -38,6 +38,9 @@ func (c *Config) Validate() error {
 	v.listeners()
 	v.nonNegative("shutdown_timeout", c.ShutdownTimeout)
 	v.oneOf("loop_wait", c.LoopWait, LoopWaitAuto, LoopWaitPark)
+	if c.LoopSpin < 0 || c.LoopSpin > MaxLoopSpin {
+		v.errorf("loop_spin", "%v is not between 0 and %v", c.LoopSpin, MaxLoopSpin)
+	}
 	return v.errs.err()
 }
 

@@ -158,6 +158,10 @@ func TestValidateRules(t *testing.T) {
 		}, "\n")},
 		{"loop wait", func(c *Config) { c.LoopWait = "spin" }, `loop_wait: "spin" is not auto or park`},
 		{"loop wait park", func(c *Config) { c.LoopWait = LoopWaitPark }, ""},
+		{"loop spin", func(c *Config) { c.LoopSpin = 30 * time.Microsecond }, ""},
+		{"loop spin at most", func(c *Config) { c.LoopSpin = MaxLoopSpin }, ""},
+		{"loop spin too long", func(c *Config) { c.LoopSpin = 2 * time.Millisecond }, "loop_spin: 2ms is not between 0 and 1ms"},
+		{"loop spin negative", func(c *Config) { c.LoopSpin = -time.Microsecond }, "loop_spin: -1µs is not between 0 and 1ms"},
 		{"handshake limits", func(c *Config) {
 			c.Limits.HandshakeTimeout = 0
 			c.Limits.MaxHandshakes = -1

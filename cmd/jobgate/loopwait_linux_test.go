@@ -1,9 +1,12 @@
 package main
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/jobgate/jobgate/config"
+	"github.com/jobgate/jobgate/internal/epoll"
 	"github.com/jobgate/jobgate/internal/uring"
 )
 
@@ -25,5 +28,26 @@ func TestApplyIOUring(t *testing.T) {
 	defer on.Close()
 	if !on.Ring() {
 		t.Skip("io_uring unavailable here")
+	}
+}
+
+// TestApplyLoopSpin: loop_spin reaches the event loops opened after the
+// settings are applied (with more than one P), and 0 turns it off again.
+func TestApplyLoopSpin(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	cfg := config.Default()
+	defer epoll.SetSpin(0)
+	for _, want := range []time.Duration{30 * time.Microsecond, 0} {
+		cfg.LoopSpin = want
+		applyLoopWait(cfg)
+		p, ev, err := epoll.NewWoken(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Spin(); got != want {
+			t.Errorf("loop_spin %v: a new loop spins %v", want, got)
+		}
+		p.Close()
+		ev.Close()
 	}
 }

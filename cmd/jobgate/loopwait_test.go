@@ -4,9 +4,35 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobgate/jobgate/config"
 )
+
+// parseOK parses args as jobgate's command line and fails the test if
+// they are refused.
+func parseOK(t *testing.T, args []string) *config.Config {
+	t.Helper()
+	var stderr bytes.Buffer
+	cfg, code := parseCommandLine(args, &stderr)
+	if cfg == nil || code != 0 {
+		t.Fatalf("%q: exit %d, %s", args, code, stderr.String())
+	}
+	return cfg
+}
+
+// parseRefused checks that args are refused as a command-line error
+// (exit 2) whose message contains want.
+func parseRefused(t *testing.T, args []string, want string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	if cfg, code := parseCommandLine(args, &stderr); cfg != nil || code != 2 {
+		t.Errorf("%q: got config, exit %d", args, code)
+	}
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("%q: stderr %q lacks %q", args, stderr.String(), want)
+	}
+}
 
 // TestLoopWaitFlag: -loop-wait takes auto or park, defaults to auto, and
 // anything else is a command-line error.
@@ -19,22 +45,29 @@ func TestLoopWaitFlag(t *testing.T) {
 		{[]string{"-loop-wait", "park"}, config.LoopWaitPark},
 		{[]string{"-loop-wait=auto"}, config.LoopWaitAuto},
 	} {
-		var stderr bytes.Buffer
-		cfg, code := parseCommandLine(tc.args, &stderr)
-		if cfg == nil || code != 0 {
-			t.Fatalf("%q: exit %d, %s", tc.args, code, stderr.String())
-		}
-		if cfg.LoopWait != tc.want {
-			t.Errorf("%q: loop_wait %q, want %q", tc.args, cfg.LoopWait, tc.want)
+		if got := parseOK(t, tc.args).LoopWait; got != tc.want {
+			t.Errorf("%q: loop_wait %q, want %q", tc.args, got, tc.want)
 		}
 	}
-	var stderr bytes.Buffer
-	if cfg, code := parseCommandLine([]string{"-loop-wait", "spin"}, &stderr); cfg != nil || code != 2 {
-		t.Errorf("-loop-wait spin: got config, exit %d", code)
+	parseRefused(t, []string{"-loop-wait", "spin"}, `loop_wait: "spin" is not auto or park`)
+}
+
+// TestLoopSpinFlag: -loop-spin takes a duration up to 1ms and defaults to
+// 0 (no spinning); a longer one is a command-line error.
+func TestLoopSpinFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 0},
+		{[]string{"-loop-spin", "30us"}, 30 * time.Microsecond},
+		{[]string{"-loop-spin=1ms"}, time.Millisecond},
+	} {
+		if got := parseOK(t, tc.args).LoopSpin; got != tc.want {
+			t.Errorf("%q: loop_spin %v, want %v", tc.args, got, tc.want)
+		}
 	}
-	if want := `loop_wait: "spin" is not auto or park`; !strings.Contains(stderr.String(), want) {
-		t.Errorf("-loop-wait spin: stderr %q lacks %q", stderr.String(), want)
-	}
+	parseRefused(t, []string{"-loop-spin", "5ms"}, "loop_spin: 5ms is not between 0 and 1ms")
 }
 
 // TestIOUringFlag: io_uring is on by default and -io-uring=false turns
@@ -48,13 +81,8 @@ func TestIOUringFlag(t *testing.T) {
 		{[]string{"-io-uring=false"}, false},
 		{[]string{"-io-uring"}, true},
 	} {
-		var stderr bytes.Buffer
-		cfg, code := parseCommandLine(tc.args, &stderr)
-		if cfg == nil || code != 0 {
-			t.Fatalf("%q: exit %d, %s", tc.args, code, stderr.String())
-		}
-		if cfg.IOUring != tc.want {
-			t.Errorf("%q: io_uring %v, want %v", tc.args, cfg.IOUring, tc.want)
+		if got := parseOK(t, tc.args).IOUring; got != tc.want {
+			t.Errorf("%q: io_uring %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ package epoll
 
 import (
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -31,6 +32,10 @@ type Poller struct {
 	fd    int
 	park  *parker // set by Park or ParkWhenAlone (park_linux.go)
 	yield yielder // Wait's periodic yield (yield_linux.go)
+	// spinDur is how long Wait polls before it blocks (spin_linux.go);
+	// spun counts how those spins ended.
+	spinDur time.Duration
+	spun    spinStats
 }
 
 // New opens an epoll instance.
@@ -93,6 +98,17 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), 0, 0, 0)
 	if e != 0 || n > 0 || msec == 0 {
 		return ret(n, e)
+	}
+	if p.spinDur > 0 {
+		var spent time.Duration
+		if n, e, spent = p.spin(evs, p.spinBudget(msec)); e != 0 || n > 0 {
+			return ret(n, e)
+		}
+		if msec > 0 {
+			if msec -= int(spent / time.Millisecond); msec <= 0 {
+				return 0, nil
+			}
+		}
 	}
 	if p.park != nil {
 		return p.park.wait(evs, msec)

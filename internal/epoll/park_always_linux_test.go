@@ -16,10 +16,7 @@ func TestWaitParkedAlways(t *testing.T) {
 	defer SetParkAlways(false)
 	parkFixtures = true
 	defer func() { parkFixtures = false }()
-	t.Run("Timeout", TestWaitTimeout)
-	t.Run("WokenByEventFD", TestWaitWokenByEventFD)
-	t.Run("EventsWhileBlocked", TestWaitEventsWhileBlocked)
-	t.Run("ManyWakeups", TestWaitManyWakeups)
+	runWaitTests(t)
 }
 
 // TestSetParkAlwaysParks checks how a blocked Wait of a poller from

@@ -85,6 +85,15 @@ func expectResult(t *testing.T, ch chan waitResult) waitResult {
 	panic("unreachable")
 }
 
+// runWaitTests runs the Wait tests as subtests, on the pollers the
+// caller's settings (GOMAXPROCS, SetParkAlways, SetSpin) make.
+func runWaitTests(t *testing.T) {
+	t.Run("Timeout", TestWaitTimeout)
+	t.Run("WokenByEventFD", TestWaitWokenByEventFD)
+	t.Run("EventsWhileBlocked", TestWaitEventsWhileBlocked)
+	t.Run("ManyWakeups", TestWaitManyWakeups)
+}
+
 // TestWaitTimeout: a finite wait with nothing ready returns no events
 // after at least its timeout; a later unbounded wait is not cut short by
 // that timeout.

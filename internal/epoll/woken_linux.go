@@ -3,7 +3,8 @@ package epoll
 // NewWoken opens a poller with an eventfd already registered for reading
 // under id, for a loop that other goroutines wake: they Signal the eventfd,
 // the loop's Wait reports id, and the loop Drains it. Started with one P,
-// or after SetParkAlways(true), the loop waits parked on the netpoller.
+// or after SetParkAlways(true), the loop waits parked on the netpoller;
+// after SetSpin, with more than one P, it polls for that long first.
 func NewWoken(id int32) (*Poller, *EventFD, error) { return newWoken(id, true) }
 
 // newWoken is NewWoken, parking (when alone, or always after
@@ -23,6 +24,7 @@ func newWoken(id int32, park bool) (*Poller, *EventFD, error) {
 		w.Close()
 		return nil, nil, err
 	}
+	p.spinDur = spinSetting()
 	if !park {
 		return p, w, nil
 	}
