@@ -81,10 +81,11 @@ type Config struct {
 	// "Tail latency on two CPUs").
 	LoopWait string `yaml:"loop_wait"`
 	// LoopSpin (loop_spin) is how long an event loop (Linux, more than one
-	// CPU) keeps polling its sockets before it blocks when none is ready.
-	// A request that comes meanwhile needs no wake-up: faster and a lower
-	// tail for clients that send one request at a time, paid with the CPU
-	// the polling takes, which costs throughput when the CPUs are busy
+	// CPU) keeps polling its sockets before it blocks when none is ready,
+	// while its waits bring one event at a time. A request that comes
+	// meanwhile needs no wake-up: faster and a lower tail for clients that
+	// send one request at a time, paid with the CPU the polling takes,
+	// which a gateway sharing its CPUs with its upstream servers misses
 	// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). 0, the
 	// default, blocks at once; at most MaxLoopSpin.
 	LoopSpin time.Duration `yaml:"loop_spin"`

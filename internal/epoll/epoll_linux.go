@@ -32,9 +32,10 @@ type Poller struct {
 	fd    int
 	park  *parker // set by Park or ParkWhenAlone (park_linux.go)
 	yield yielder // Wait's periodic yield (yield_linux.go)
-	// spinDur is how long Wait polls before it blocks (spin_linux.go);
-	// spun counts how those spins ended.
+	// spinDur is how long Wait may poll before it blocks, gate whether
+	// it does (spin_linux.go); spun counts how those spins ended.
 	spinDur time.Duration
+	gate    spinGate
 	spun    spinStats
 }
 
@@ -99,7 +100,9 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if e != 0 || n > 0 || msec == 0 {
 		return ret(n, e)
 	}
-	if p.spinDur > 0 {
+	gated := p.spinDur > 0 // a wait the gate decides on, and learns from
+	if gated && p.gate.open() {
+		gated = false // a spin's wait tells nothing of how events come
 		var spent time.Duration
 		if n, e, spent = p.spin(evs, p.spinBudget(msec)); e != 0 || n > 0 {
 			return ret(n, e)
@@ -111,9 +114,16 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 		}
 	}
 	if p.park != nil {
-		return p.park.wait(evs, msec)
+		got, err := p.park.wait(evs, msec)
+		if gated {
+			p.gate.observe(got)
+		}
+		return got, err
 	}
 	n, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), uintptr(msec), 0, 0)
+	if gated && e == 0 {
+		p.gate.observe(int(n))
+	}
 	return ret(n, e)
 }
 

@@ -19,22 +19,20 @@ import (
 // the load generator, one Beanstalk connection putting ran about a third
 // faster with a lower p99, and a Gearman client echoing a quarter faster.
 // The price is the CPU spent polling, which is taken from whatever else
-// wants that CPU: with the CPUs already busy (many connections, or a
-// gateway sharing the machine with its upstream servers) the same
-// setting lost up to a quarter of the throughput. Between polls the loop
-// calls sched_yield, so a thread waiting for its CPU gets it; that
-// lessened the losses without removing them (docs/BENCHMARKS.md,
-// "Spinning before the loop sleeps"). Hence opt-in, for servers whose
-// CPUs are not all busy.
+// wants that CPU. Between polls the loop calls sched_yield, so a thread
+// waiting for its CPU gets it, and it spins only while its waits bring
+// one event at a time (spinGate, below). Even so, a gateway in front of
+// gearmand on the same two CPUs lost 5–12% of its Gearman throughput
+// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Hence opt-in.
 
 // spinFor is SetSpin's setting, in nanoseconds.
 var spinFor atomic.Int64
 
 // SetSpin makes the pollers NewWoken opens from now on poll for up to d
-// before they block when nothing is ready, if the process then has more
-// than one P (with one, polling would only keep the peer it waits for
-// from running). 0, the default, blocks at once. Pollers already open
-// keep what they chose.
+// before they block when nothing is ready, while their waits bring one
+// event at a time (spinGate), if the process then has more than one P
+// (with one, polling would only keep the peer it waits for from
+// running). 0 blocks at once. Pollers already open keep what they chose.
 func SetSpin(d time.Duration) { spinFor.Store(int64(max(d, 0))) }
 
 // spinSetting is the spin a poller opened now takes: SetSpin's duration,
@@ -44,6 +42,61 @@ func spinSetting() time.Duration {
 		return 0
 	}
 	return time.Duration(spinFor.Load())
+}
+
+// A loop spins only while its waits bring one event at a time.
+//
+// Why: when several sockets turn ready while a loop sleeps, its next wait
+// returns them together, and the loop reads them with one system call
+// and writes their replies with another. A spinning loop returns as soon
+// as the first is ready and handles each apart: the batching is lost. On
+// two vCPUs that cost 4–27% of the throughput of every workload with more
+// than one connection (docs/BENCHMARKS.md, "Spinning before the loop
+// sleeps"). A wait that brings one event has nothing to batch, and the
+// wake-up it spares is the whole gain. So a poller keeps a moving average
+// of the events its blocking waits returned, and spins only while that
+// is about one; every spinGateProbe-th wait blocks even then, so that the
+// average follows the load when it changes.
+
+// spinGate is a poller's record of how many events its blocking waits
+// returned. Its zero value lets every wait but the probes spin.
+type spinGate struct {
+	// avg is the moving average of events per blocking wait, in units of
+	// spinGateOne; it weighs each new wait by an eighth.
+	avg   uint32
+	waits uint32
+}
+
+const (
+	// spinGateOne is one event in spinGate.avg's units: fine enough for
+	// integer steps of an eighth to settle near one event, not above it.
+	spinGateOne = 256
+	// spinGateBelow is the average under which waits spin: 1.25 events.
+	spinGateBelow = spinGateOne + spinGateOne/4
+	// spinGateProbe: one wait in this many blocks although the gate is
+	// open, to see whether events still come one at a time.
+	spinGateProbe = 16
+	// spinGateMax caps the events one wait adds to the average.
+	spinGateMax = 16
+)
+
+// closedSpinGate is the gate a poller starts with: two events a wait, so
+// that it spins only once its waits have shown single events.
+func closedSpinGate() spinGate { return spinGate{avg: 2 * spinGateOne} }
+
+// open reports whether this wait may spin. Every call counts a wait.
+func (g *spinGate) open() bool {
+	g.waits++
+	return g.waits%spinGateProbe != 0 && g.avg < spinGateBelow
+}
+
+// observe adds a blocking wait that returned n events; a wait that timed
+// out (n 0) tells nothing.
+func (g *spinGate) observe(n int) {
+	if n <= 0 {
+		return
+	}
+	g.avg = g.avg - g.avg/8 + uint32(min(n, spinGateMax))*spinGateOne/8
 }
 
 // spinStats counts a poller's spins; tests read them.

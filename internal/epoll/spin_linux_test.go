@@ -25,6 +25,7 @@ func TestSpinCatches(t *testing.T) {
 	SetSpin(time.Hour)
 	defer SetSpin(0)
 	p, _, pp := newWaitFixture(t)
+	p.gate = spinGate{} // open: these tests are about the spin itself
 	ch := waitAsync(p, -1)
 	waitSpinning(t)
 	syscall.Write(pp[1], []byte("x"))
@@ -44,6 +45,7 @@ func TestSpinGivesUp(t *testing.T) {
 	SetSpin(time.Millisecond)
 	defer SetSpin(0)
 	p, ev, _ := newWaitFixture(t)
+	p.gate = spinGate{} // open: these tests are about the spin itself
 	ch := waitAsync(p, -1)
 	if got := waitState(t); !strings.HasPrefix(got, "[syscall") {
 		t.Fatalf("after its spin the waiting goroutine is %q, want [syscall...]", got)
@@ -65,6 +67,7 @@ func TestSpinWithinTimeout(t *testing.T) {
 	SetSpin(time.Hour)
 	defer SetSpin(0)
 	p, _, _ := newWaitFixture(t)
+	p.gate = spinGate{} // open: these tests are about the spin itself
 	r := expectResult(t, waitAsync(p, 30))
 	if r.n != 0 || r.err != nil {
 		t.Fatalf("timed-out spinning wait: %d %v", r.n, r.err)
@@ -74,6 +77,87 @@ func TestSpinWithinTimeout(t *testing.T) {
 	}
 	if p.spun.missed == 0 {
 		t.Fatal("the wait did not spin")
+	}
+}
+
+// TestSpinGate: a gate opens once its blocking waits have brought about
+// one event each, closes when one brings several, ignores timeouts, and
+// keeps every spinGateProbe-th wait from spinning even when open.
+func TestSpinGate(t *testing.T) {
+	g := closedSpinGate()
+	if g.open() {
+		t.Fatal("a new gate is open")
+	}
+	for range 12 {
+		g.observe(1)
+	}
+	if g.avg >= spinGateBelow {
+		t.Fatalf("after 12 single events the average is %d, want under %d", g.avg, spinGateBelow)
+	}
+	g.waits = 0
+	for i := 1; i <= 2*spinGateProbe; i++ {
+		if got, want := g.open(), i%spinGateProbe != 0; got != want {
+			t.Fatalf("wait %d: open %v, want %v", i, got, want)
+		}
+	}
+	before := g.avg
+	g.observe(0)
+	if g.avg != before {
+		t.Fatalf("a timed-out wait moved the average from %d to %d", before, g.avg)
+	}
+	g.observe(4)
+	if g.open() {
+		t.Fatalf("open after a wait of 4 events (average %d)", g.avg)
+	}
+	g.observe(1000)
+	if g.avg > spinGateMax*spinGateOne {
+		t.Fatalf("average %d above the cap", g.avg)
+	}
+}
+
+// TestSpinOnlyForSingleEvents: a new poller does not spin; once its
+// blocking waits have each brought one event it does, except for the
+// gate's probes, which block. (How several events close the gate:
+// TestSpinGate.)
+func TestSpinOnlyForSingleEvents(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	SetSpin(time.Second)
+	defer SetSpin(0)
+	p, ev, pp := newWaitFixture(t)
+	var b [8]byte
+	blockedThen := func(write func()) waitResult {
+		ch := waitAsync(p, -1)
+		if got := waitState(t); !strings.HasPrefix(got, "[syscall") {
+			t.Fatalf("the waiting goroutine is %q, want [syscall...]", got)
+		}
+		write()
+		return expectResult(t, ch)
+	}
+	one := func() { syscall.Write(pp[1], []byte("x")) }
+	for i := 0; p.gate.avg >= spinGateBelow; i++ {
+		if i == 20 {
+			t.Fatalf("20 single-event waits left the average at %d", p.gate.avg)
+		}
+		if r := blockedThen(one); r.n != 1 {
+			t.Fatalf("blocked wait: %d events", r.n)
+		}
+		syscall.Read(pp[0], b[:])
+	}
+	if p.spun.caught+p.spun.missed != 0 {
+		t.Fatalf("spun before the gate opened: %+v", p.spun)
+	}
+	p.gate.waits = 0 // the next wait is not a probe
+	ch := waitAsync(p, -1)
+	waitSpinning(t)
+	one()
+	if r := expectResult(t, ch); r.n != 1 || p.spun.caught != 1 {
+		t.Fatalf("open gate: %d events, spins %+v", r.n, p.spun)
+	}
+	syscall.Read(pp[0], b[:])
+	// The gate's probe blocks although the gate is open, and is not a spin.
+	p.gate.waits = spinGateProbe - 1
+	if r := blockedThen(func() { ev.Signal() }); r.n != 1 || p.spun.caught+p.spun.missed != 1 {
+		t.Fatalf("probe: %d events, spins %+v", r.n, p.spun)
 	}
 }
 

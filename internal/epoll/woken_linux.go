@@ -24,7 +24,7 @@ func newWoken(id int32, park bool) (*Poller, *EventFD, error) {
 		w.Close()
 		return nil, nil, err
 	}
-	p.spinDur = spinSetting()
+	p.spinDur, p.gate = spinSetting(), closedSpinGate()
 	if !park {
 		return p, w, nil
 	}
