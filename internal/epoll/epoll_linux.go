@@ -100,9 +100,11 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	if e != 0 || n > 0 || msec == 0 {
 		return ret(n, e)
 	}
-	gated := p.spinDur > 0 // a wait the gate decides on, and learns from
-	if gated && p.gate.open() {
-		gated = false // a spin's wait tells nothing of how events come
+	// learn: this wait blocks without spinning, and the gate counts the
+	// events it brings (a wait after a spin tells nothing of how they come).
+	learn := p.spinDur > 0
+	if learn && p.gate.open() {
+		learn = false
 		var spent time.Duration
 		if n, e, spent = p.spin(evs, p.spinBudget(msec)); e != 0 || n > 0 {
 			return ret(n, e)
@@ -115,13 +117,13 @@ func (p *Poller) Wait(evs []syscall.EpollEvent, msec int) (int, error) {
 	}
 	if p.park != nil {
 		got, err := p.park.wait(evs, msec)
-		if gated {
+		if learn {
 			p.gate.observe(got)
 		}
 		return got, err
 	}
 	n, _, e = syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.fd), ptr, uintptr(len(evs)), uintptr(msec), 0, 0)
-	if gated && e == 0 {
+	if learn && e == 0 {
 		p.gate.observe(int(n))
 	}
 	return ret(n, e)
