@@ -22,8 +22,9 @@ import (
 // wants that CPU. Between polls the loop calls sched_yield, so a thread
 // waiting for its CPU gets it, and it spins only while its waits bring
 // one event at a time (spinGate, below). Even so, a gateway in front of
-// gearmand on the same two CPUs lost 5–12% of its Gearman throughput
-// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Hence opt-in.
+// gearmand on the same two CPUs lost 8–20% of its rate of background
+// submits (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Hence
+// opt-in.
 
 // spinFor is SetSpin's setting, in nanoseconds.
 var spinFor atomic.Int64
