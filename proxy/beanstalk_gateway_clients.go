@@ -111,36 +111,9 @@ func (gw *beanstalkGateway) ownClientCounts(st *wire.ServerStats) {
 	st.CurrentProducers = uint64(max(c.producers.Load(), 0))
 	st.CurrentWorkers = uint64(max(c.workers.Load(), 0))
 	st.CurrentWaiting = uint64(max(c.waiting.Load(), 0))
-	for _, f := range cmdFields {
-		*f.field(st) = c.cmds[f.verb].Load()
+	for v := range c.cmds {
+		if p := st.CmdCounter(wire.Verb(v)); p != nil {
+			*p = c.cmds[v].Load()
+		}
 	}
-}
-
-// cmdFields are the stats fields that count commands, by verb.
-var cmdFields = []struct {
-	verb  wire.Verb
-	field func(*wire.ServerStats) *uint64
-}{
-	{wire.Put, func(s *wire.ServerStats) *uint64 { return &s.CmdPut }},
-	{wire.Peek, func(s *wire.ServerStats) *uint64 { return &s.CmdPeek }},
-	{wire.PeekReady, func(s *wire.ServerStats) *uint64 { return &s.CmdPeekReady }},
-	{wire.PeekDelayed, func(s *wire.ServerStats) *uint64 { return &s.CmdPeekDelayed }},
-	{wire.PeekBuried, func(s *wire.ServerStats) *uint64 { return &s.CmdPeekBuried }},
-	{wire.Reserve, func(s *wire.ServerStats) *uint64 { return &s.CmdReserve }},
-	{wire.ReserveWithTimeout, func(s *wire.ServerStats) *uint64 { return &s.CmdReserveWithTimeout }},
-	{wire.Delete, func(s *wire.ServerStats) *uint64 { return &s.CmdDelete }},
-	{wire.Release, func(s *wire.ServerStats) *uint64 { return &s.CmdRelease }},
-	{wire.Use, func(s *wire.ServerStats) *uint64 { return &s.CmdUse }},
-	{wire.Watch, func(s *wire.ServerStats) *uint64 { return &s.CmdWatch }},
-	{wire.Ignore, func(s *wire.ServerStats) *uint64 { return &s.CmdIgnore }},
-	{wire.Bury, func(s *wire.ServerStats) *uint64 { return &s.CmdBury }},
-	{wire.Kick, func(s *wire.ServerStats) *uint64 { return &s.CmdKick }},
-	{wire.Touch, func(s *wire.ServerStats) *uint64 { return &s.CmdTouch }},
-	{wire.Stats, func(s *wire.ServerStats) *uint64 { return &s.CmdStats }},
-	{wire.StatsJob, func(s *wire.ServerStats) *uint64 { return &s.CmdStatsJob }},
-	{wire.StatsTube, func(s *wire.ServerStats) *uint64 { return &s.CmdStatsTube }},
-	{wire.ListTubes, func(s *wire.ServerStats) *uint64 { return &s.CmdListTubes }},
-	{wire.ListTubeUsed, func(s *wire.ServerStats) *uint64 { return &s.CmdListTubeUsed }},
-	{wire.ListTubesWatched, func(s *wire.ServerStats) *uint64 { return &s.CmdListTubesWatched }},
-	{wire.PauseTube, func(s *wire.ServerStats) *uint64 { return &s.CmdPauseTube }},
 }

@@ -204,6 +204,30 @@ var jobStatsFields = []field[JobStats]{
 // quoted. Call b.Reset first for a fresh body.
 func (s *ServerStats) AppendYAML(b *YAMLBuilder) { appendFields(b, s, statsFields) }
 
+// cmdFieldIndex is, for each verb, the index in statsFields of its cmd-*
+// counter (the key is "cmd-" and the command word), or -1.
+var cmdFieldIndex = func() (idx [len(verbNames)]int) {
+	for v := range idx {
+		idx[v] = -1
+		for i, f := range statsFields {
+			if verbNames[v] != "" && f.key == "cmd-"+verbNames[v] {
+				idx[v] = i
+			}
+		}
+	}
+	return idx
+}()
+
+// CmdCounter returns the cmd-* counter of s that counts v (CmdPut for
+// Put...), or nil for a command stats does not count (reserve-job,
+// kick-job, quit) or a value that is not a Verb.
+func (s *ServerStats) CmdCounter(v Verb) *uint64 {
+	if !v.valid() || cmdFieldIndex[v] < 0 {
+		return nil
+	}
+	return statsFields[cmdFieldIndex[v]].ptr(s).(*uint64)
+}
+
 // ParseYAML sets the fields of s from a stats body, of beanstalkd 1.12
 // (unquoted strings) or 1.13. Keys it does not know are ignored, and fields
 // whose key is missing keep their value.

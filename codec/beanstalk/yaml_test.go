@@ -1,6 +1,7 @@
 package beanstalk
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,33 @@ func TestServerStats(t *testing.T) {
 	}
 	if err := s.ParseYAML([]byte("---\nnew-key: 1\nrusage-stime: -0.500000\n")); err != nil || s.RusageStime != -500*time.Millisecond {
 		t.Fatal(err, s.RusageStime)
+	}
+}
+
+// TestCmdCounter: every cmd-* line of stats has the verb of its name as
+// counter, and the verbs beanstalkd does not count have none.
+func TestCmdCounter(t *testing.T) {
+	var st ServerStats
+	counted := 0
+	for v := Put; v.valid(); v++ {
+		p := st.CmdCounter(v)
+		if p == nil {
+			continue
+		}
+		counted++
+		*p = 1000 + uint64(v)
+		var b YAMLBuilder
+		st.AppendYAML(&b)
+		if want := fmt.Sprintf("\ncmd-%s: %d\n", v, 1000+uint64(v)); !strings.Contains(string(b.Bytes()), want) {
+			t.Errorf("%v: stats lack %q", v, want)
+		}
+	}
+	if counted != 22 {
+		t.Errorf("%d verbs have a cmd-* counter, want beanstalkd's 22", counted)
+	}
+	for _, v := range []Verb{ReserveJob, KickJob, Quit, Verb(0), Verb(200)} {
+		if st.CmdCounter(v) != nil {
+			t.Errorf("%v has a cmd-* counter", v)
+		}
 	}
 }

@@ -18,14 +18,26 @@ func TestWaitSpinning(t *testing.T) {
 	runWaitTests(t)
 }
 
+// spinningFixture is newWaitFixture opened with two Ps (kept until the
+// test ends) after SetSpin(d); open leaves its gate open, for tests of
+// the spin itself rather than of when it happens.
+func spinningFixture(t *testing.T, d time.Duration, open bool) (*Poller, *EventFD, [2]int) {
+	t.Helper()
+	prev := runtime.GOMAXPROCS(2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	SetSpin(d)
+	defer SetSpin(0)
+	p, ev, pp := newWaitFixture(t)
+	if open {
+		p.gate = spinGate{}
+	}
+	return p, ev, pp
+}
+
 // TestSpinCatches: data that comes while a wait spins is returned by the
 // spin, which never blocks in the system call.
 func TestSpinCatches(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	SetSpin(time.Hour)
-	defer SetSpin(0)
-	p, _, pp := newWaitFixture(t)
-	p.gate = spinGate{} // open: these tests are about the spin itself
+	p, _, pp := spinningFixture(t, time.Hour, true)
 	ch := waitAsync(p, -1)
 	waitSpinning(t)
 	syscall.Write(pp[1], []byte("x"))
@@ -41,11 +53,7 @@ func TestSpinCatches(t *testing.T) {
 // TestSpinGivesUp: with nothing ready a wait spins for its budget, then
 // blocks in the system call, where an event still wakes it.
 func TestSpinGivesUp(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	SetSpin(time.Millisecond)
-	defer SetSpin(0)
-	p, ev, _ := newWaitFixture(t)
-	p.gate = spinGate{} // open: these tests are about the spin itself
+	p, ev, _ := spinningFixture(t, time.Millisecond, true)
 	ch := waitAsync(p, -1)
 	if got := waitState(t); !strings.HasPrefix(got, "[syscall") {
 		t.Fatalf("after its spin the waiting goroutine is %q, want [syscall...]", got)
@@ -63,11 +71,7 @@ func TestSpinGivesUp(t *testing.T) {
 // TestSpinWithinTimeout: a wait shorter than the spin budget spins no
 // longer than the wait, and returns nothing when it ends.
 func TestSpinWithinTimeout(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	SetSpin(time.Hour)
-	defer SetSpin(0)
-	p, _, _ := newWaitFixture(t)
-	p.gate = spinGate{} // open: these tests are about the spin itself
+	p, _, _ := spinningFixture(t, time.Hour, true)
 	r := expectResult(t, waitAsync(p, 30))
 	if r.n != 0 || r.err != nil {
 		t.Fatalf("timed-out spinning wait: %d %v", r.n, r.err)
@@ -120,10 +124,7 @@ func TestSpinGate(t *testing.T) {
 // gate's probes, which block. (How several events close the gate:
 // TestSpinGate.)
 func TestSpinOnlyForSingleEvents(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	SetSpin(time.Second)
-	defer SetSpin(0)
-	p, ev, pp := newWaitFixture(t)
+	p, ev, pp := spinningFixture(t, time.Second, false)
 	var b [8]byte
 	blockedThen := func(write func()) waitResult {
 		ch := waitAsync(p, -1)
