@@ -86,8 +86,9 @@ type Config struct {
 	// meanwhile needs no wake-up: faster and a lower tail for clients that
 	// send one request at a time, paid with the CPU the polling takes,
 	// which a gateway sharing its CPUs with its upstream servers misses
-	// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). 0, the
-	// default, blocks at once; at most MaxLoopSpin.
+	// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Default
+	// DefaultLoopSpin, which [Config.EventLoopSpin] drops to 0 when an
+	// upstream runs on this machine; 0 blocks at once; at most MaxLoopSpin.
 	LoopSpin time.Duration `yaml:"loop_spin"`
 	// IOUring (io_uring) makes the event loops (Linux) read every socket
 	// epoll reports ready with one io_uring_enter system call, and write
@@ -102,9 +103,16 @@ type Config struct {
 	src *source
 }
 
-// MaxLoopSpin bounds Config.LoopSpin: a loop that polls for longer than
-// this between requests is better served by blocking.
-const MaxLoopSpin = time.Millisecond
+// Bounds of Config.LoopSpin.
+const (
+	// DefaultLoopSpin is about three times what a request's round trip
+	// over loopback takes here, so a client that sends its next request
+	// on the reply finds the loop still polling.
+	DefaultLoopSpin = 30 * time.Microsecond
+	// MaxLoopSpin: a loop that polls for longer than this between
+	// requests is better served by blocking.
+	MaxLoopSpin = time.Millisecond
+)
 
 // The values of Config.LoopWait.
 const (

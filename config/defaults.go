@@ -56,6 +56,7 @@ func Default() *Config {
 		},
 		ShutdownTimeout: 10 * time.Second,
 		LoopWait:        LoopWaitAuto,
+		LoopSpin:        DefaultLoopSpin,
 		IOUring:         true,
 	}
 }

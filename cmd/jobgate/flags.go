@@ -44,7 +44,7 @@ var flagSpecs = []flagSpec{
 	{"shutdown-timeout", "how long a drain on SIGTERM/SIGINT waits for the jobs in hand to finish (a `duration`)", false},
 	{"io-uring", "make each event loop batch's socket reads, and then its writes, with one io_uring_enter where the kernel allows (-io-uring=false: one system call per read and write)", true},
 	{"loop-wait", "how the event loops wait when no socket is ready: auto (in epoll_pwait; parked on the Go netpoller with one CPU) or park (always parked: a shorter latency tail with many busy connections on CPUs of their own; more CPU per request with few; measure it first)", false},
-	{"loop-spin", "how long the event loops keep polling before they block when no socket is ready, while their waits bring one event at a time (a `duration`, at most 1ms; 0: block at once): faster for clients that send one request at a time; costs a gateway throughput when it shares its CPUs with its upstream servers", false},
+	{"loop-spin", "how long the event loops keep polling before they block when no socket is ready, while their waits bring one event at a time (a `duration`, at most 1ms; 0: block at once; left out, 0 when an upstream is on a loopback address): faster for clients that send one request at a time; costs a gateway throughput when it shares its CPUs with its upstream servers", false},
 	{"limits-max-connections", "most client connections, on all listeners together (`n`); 0 means no limit", false},
 	{"limits-max-connections-per-ip", "most client connections from one IP address (`n`); 0 means no limit", false},
 	{"limits-idle-timeout", "close a connection with nothing pending for this `duration`; 0 means never", false},

@@ -52,19 +52,23 @@ func TestLoopWaitFlag(t *testing.T) {
 	parseRefused(t, []string{"-loop-wait", "spin"}, `loop_wait: "spin" is not auto or park`)
 }
 
-// TestLoopSpinFlag: -loop-spin takes a duration up to 1ms and defaults to
-// 0 (no spinning); a longer one is a command-line error.
+// TestLoopSpinFlag: -loop-spin takes a duration up to 1ms; left out, the
+// loops spin 30us unless an upstream is on a loopback address, where
+// only the flag makes them spin. A longer one is a command-line error.
 func TestLoopSpinFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want time.Duration
 	}{
-		{nil, 0},
-		{[]string{"-loop-spin", "30us"}, 30 * time.Microsecond},
+		{nil, 30 * time.Microsecond},
+		{[]string{"-loop-spin", "0s"}, 0},
 		{[]string{"-loop-spin=1ms"}, time.Millisecond},
+		{[]string{"-gearman-upstream", "127.0.0.1:14730"}, 0},
+		{[]string{"-beanstalk-upstream", "192.0.2.7:11300"}, 30 * time.Microsecond},
+		{[]string{"-gearman-upstream", "127.0.0.1:14730", "-loop-spin", "20us"}, 20 * time.Microsecond},
 	} {
-		if got := parseOK(t, tc.args).LoopSpin; got != tc.want {
-			t.Errorf("%q: loop_spin %v, want %v", tc.args, got, tc.want)
+		if got := parseOK(t, tc.args).EventLoopSpin(); got != tc.want {
+			t.Errorf("%q: the loops spin %v, want %v", tc.args, got, tc.want)
 		}
 	}
 	parseRefused(t, []string{"-loop-spin", "5ms"}, "loop_spin: 5ms is not between 0 and 1ms")

@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// Polling for a while before blocking (jobgate's loop_spin; off by
-// default).
+// Polling for a while before blocking (jobgate's loop_spin).
 //
 // On a machine of two or more CPUs, a loop that serves one request at a
 // time blocks after each reply, and the client's next request must wake
@@ -24,7 +23,8 @@ import (
 // one event at a time (spinGate, below). Even so, a gateway in front of
 // gearmand on the same two CPUs lost 8–20% of its rate of background
 // submits (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Hence
-// opt-in.
+// jobgate does not spin by default when an upstream is on this machine
+// (config.Config.EventLoopSpin).
 
 // spinFor is SetSpin's setting, in nanoseconds.
 var spinFor atomic.Int64
