@@ -105,9 +105,9 @@ type Config struct {
 
 // Bounds of Config.LoopSpin.
 const (
-	// DefaultLoopSpin is about three times what a request's round trip
-	// over loopback takes here, so a client that sends its next request
-	// on the reply finds the loop still polling.
+	// DefaultLoopSpin is a little longer than one put's round trip over
+	// loopback here, so a client that sends its next request on the
+	// reply finds the loop still polling.
 	DefaultLoopSpin = 30 * time.Microsecond
 	// MaxLoopSpin: a loop that polls for longer than this between
 	// requests is better served by blocking.

@@ -33,7 +33,7 @@ func TestEventLoopSpin(t *testing.T) {
 		}
 	}
 
-	// Set by a flag or the file, loop_spin holds whatever the upstreams.
+	// Set by a flag or the file, loop_spin holds whatever the backends.
 	c := upstreams("127.0.0.1:4730")
 	if err := c.Set("loop_spin", "30us"); err != nil {
 		t.Fatal(err)

@@ -27,9 +27,11 @@ func TestConfigExamplesLoad(t *testing.T) {
 	}
 }
 
-// config/default.yaml is config.Default written out: it sets every field,
-// and loading it gives the defaults. A new field in package config fails
-// this test until it is added to the file.
+// config/default.yaml is config.Default written out: it sets every field
+// but loop_spin, and loading it gives the defaults. A new field in package
+// config fails this test until it is added to the file. loop_spin is only
+// shown: its default depends on the backends (Config.EventLoopSpin), and
+// a copy of the file that set it would keep it with upstreams on loopback.
 func TestConfigDefaultIsDefault(t *testing.T) {
 	t.Parallel()
 	c, err := config.Load(filepath.Join("config", "default.yaml"))
@@ -43,6 +45,12 @@ func TestConfigDefaultIsDefault(t *testing.T) {
 			continue
 		}
 		path = strings.TrimSuffix(path, "[]")
+		if path == "loop_spin" {
+			if c.IsSet(path) {
+				t.Error("default.yaml sets loop_spin; it should only show it")
+			}
+			continue
+		}
 		if !c.IsSet(path) {
 			t.Errorf("default.yaml does not set %s", path)
 		}
