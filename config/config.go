@@ -88,7 +88,8 @@ type Config struct {
 	// which a gateway sharing its CPUs with its upstream servers misses
 	// (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Default
 	// DefaultLoopSpin, which [Config.EventLoopSpin] drops to 0 when an
-	// upstream runs on this machine; 0 blocks at once; at most MaxLoopSpin.
+	// upstream's address is a loopback one; 0 blocks at once; at most
+	// MaxLoopSpin.
 	LoopSpin time.Duration `yaml:"loop_spin"`
 	// IOUring (io_uring) makes the event loops (Linux) read every socket
 	// epoll reports ready with one io_uring_enter system call, and write

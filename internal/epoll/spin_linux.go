@@ -23,8 +23,8 @@ import (
 // one event at a time (spinGate, below). Even so, a gateway in front of
 // gearmand on the same two CPUs lost 8–20% of its rate of background
 // submits (docs/BENCHMARKS.md, "Spinning before the loop sleeps"). Hence
-// jobgate does not spin by default when an upstream is on this machine
-// (config.Config.EventLoopSpin).
+// jobgate does not spin by default when an upstream's address is a
+// loopback one (config.Config.EventLoopSpin).
 
 // spinFor is SetSpin's setting, in nanoseconds.
 var spinFor atomic.Int64
