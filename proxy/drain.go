@@ -71,6 +71,9 @@ func (s *GearmanServer) Idle() bool {
 func (s *gwSession) awaitingForeground() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lineJobs > 0 {
+		return true
+	}
 	for _, b := range s.backends {
 		if len(b.foreground) > 0 {
 			return true

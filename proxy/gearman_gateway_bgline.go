@@ -17,17 +17,20 @@ import (
 // answers JOB_CREATED and sends that connection nothing more about the
 // job. So the event loop sends the background submits of all its client
 // connections to a backend over a few shared upstream sessions, lines,
-// rather than over each connection's own session (DESIGN decision 2 is about the state
-// a session holds, and these hold none). Requests from many clients then
-// reach gearmand in one write and are read in one read, and their
-// JOB_CREATED come back the same way, where one session per client costs
-// gearmand and the gateway a read, a write and a wake-up per submit.
+// rather than over each connection's own session (DESIGN decision 2 is
+// about the state a session holds, and these hold none). Requests from many
+// clients then reach gearmand in one write and are read in one read, and
+// their JOB_CREATED come back the same way, where one session per client
+// costs gearmand and the gateway a read, a write and a wake-up per submit.
+// Foreground submits of clients without the exceptions option go on lines
+// too; their results come back on the line, and the gateway hands them out
+// by handle (gearman_gateway_fgline.go).
 //
 // A connection uses the line to a backend only while it has no session of
-// its own there: a client that also submits foreground jobs, asks for a
-// status or works there keeps everything on its own session, so its
-// requests reach gearmand in the order it sent them. When it first needs
-// its own session, the dial waits until its submits on the line are
+// its own there: a client that also asks for a status, sets the
+// exceptions option or works there keeps everything on its own session,
+// so its requests reach gearmand in the order it sent them. When it first
+// needs its own session, the dial waits until its submits on the line are
 // answered (waitLines), for the same reason.
 //
 // A line is opened off the loop like a session (preopen), carries the
@@ -84,7 +87,10 @@ type gwLine struct {
 	pending []gwLineWait // guarded by mu: submits sent, oldest first, from head
 	head    int          // guarded by mu
 	dead    bool         // guarded by mu: failed, closed or retired
-	retired bool         // guarded by mu: a reload dropped its backend; closes once idle (retire)
+	retired bool         // guarded by mu: closes once idle (retire: a reload dropped its backend; leave)
+	// jobs, guarded by mu, holds the foreground jobs submitted on the
+	// line and not finished, by the backend's handle.
+	jobs map[string]*gwLineJob
 }
 
 // gwLineWait is a submit on a line waiting for its reply.
@@ -93,7 +99,7 @@ type gwLineWait struct {
 	r *gwReply
 }
 
-// isBackground reports whether SUBMIT_* type t may go on a line.
+// isBackground reports whether SUBMIT_* type t is a background submit.
 func isBackground(t codec.Type) bool {
 	switch t {
 	case codec.SubmitJobBg, codec.SubmitJobHighBg, codec.SubmitJobLowBg:
@@ -202,10 +208,11 @@ func (ls *gwLines) retire(keep func(b *routing.Backend) bool, grace time.Duratio
 // dialling (openTimeout) the backends it fails over to.
 var gwLineRetireGrace = func(old *gwRouting) time.Duration { return 2*old.cfg.DialTimeout + time.Second }
 
-// closeIfIdle closes l if no submit waits on it.
+// closeIfIdle closes l if no submit waits on it and no client on a
+// foreground job submitted on it (idleLocked).
 func (l *gwLine) closeIfIdle() {
 	l.mu.Lock()
-	idle := !l.dead && l.head == len(l.pending)
+	idle := !l.dead && l.idleLocked()
 	if idle {
 		l.dead = true
 	}
@@ -223,9 +230,19 @@ func (s *gwSession) wantsLine(t codec.Type, b *routing.Backend) bool {
 }
 
 // lineable reports whether a SUBMIT_* of type t to b may go on a line: s
-// is on the event loop, t is a background submit and b is an upstream.
+// is on the event loop, b is an upstream, and t is a background submit or
+// a foreground one of a client without the exceptions option (a line does
+// not set it, and gearmand sends WORK_EXCEPTION only where it is set).
 func (s *gwSession) lineable(t codec.Type, b *routing.Backend) bool {
-	return s.c.loop != nil && isBackground(t) && b.ID != routing.LocalID && b.Gearman != nil
+	if s.c.loop == nil || b.ID == routing.LocalID || b.Gearman == nil {
+		return false
+	}
+	if isForeground(t) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.exceptions
+	}
+	return isBackground(t)
 }
 
 // liveLine returns s's live line to b, or nil.
@@ -299,8 +316,12 @@ func (l *gwLine) take(r *gwReply) bool {
 }
 
 // deliver takes one packet from the backend: the reply to the oldest
-// submit waiting. Runs on the loop goroutine.
+// submit waiting, or a foreground job's WORK_*. Runs on the loop goroutine.
 func (l *gwLine) deliver(p *codec.Packet) {
+	if isWorkResult(p.Type) {
+		l.work(p)
+		return
+	}
 	l.mu.Lock()
 	if l.dead {
 		l.mu.Unlock()
@@ -320,7 +341,10 @@ func (l *gwLine) deliver(p *codec.Packet) {
 	if l.head == len(l.pending) {
 		l.pending, l.head = l.pending[:0], 0
 	}
-	retiredIdle := l.retired && l.head == len(l.pending)
+	if w.r.fg && p.Type == codec.JobCreated {
+		l.attachLocked(string(p.Args[0]), w.s)
+	}
+	retiredIdle := l.retired && l.idleLocked()
 	l.mu.Unlock()
 	w.s.lineAnswered(l, w.r, p, "")
 	if retiredIdle {
@@ -339,6 +363,8 @@ func (l *gwLine) fail(err error) {
 	l.dead = true
 	waits := l.pending[l.head:]
 	l.pending, l.head = nil, 0
+	jobs := l.jobs
+	l.jobs = nil
 	l.mu.Unlock()
 	l.gw.lines.remove(l)
 	why := "connection lost"
@@ -348,7 +374,8 @@ func (l *gwLine) fail(err error) {
 	for _, w := range waits {
 		w.s.lineAnswered(l, w.r, nil, why)
 	}
-	l.gw.srv.log.Debug("gearman gateway: background line lost", "backend", l.key.b.Name, "err", err)
+	failLineJobs(l, jobs)
+	l.gw.srv.log.Debug("gearman gateway: line lost", "backend", l.key.b.Name, "err", err)
 }
 
 // lineAnswered fills r with p, the backend's reply, or, when p is nil,
@@ -360,12 +387,18 @@ func (s *gwSession) lineAnswered(l *gwLine, r *gwReply, p *codec.Packet, why str
 		close(s.lineIdle)
 		s.lineIdle = nil
 	}
+	left := false
 	switch {
 	case p == nil:
 		s.failLocked(l.key.b, r, why)
 	case s.closed:
 		r.done = true
+		// A foreground job now attached to the line for a client gone.
+		left = r.fg && p.Type == codec.JobCreated
 	default:
+		if r.fg && p.Type == codec.JobCreated {
+			s.lineJobs++
+		}
 		if r.trace == nil && s.fifo.len() > 0 && s.fifo.front() == r {
 			s.writeLocked(l.key.b, p) // next in request order: written now
 		} else {
@@ -378,6 +411,9 @@ func (s *gwSession) lineAnswered(l *gwLine, r *gwReply, p *codec.Packet, why str
 	}
 	s.flushFIFOLocked()
 	s.mu.Unlock()
+	if left {
+		l.leave(s)
+	}
 }
 
 // waitLines waits until none of s's submits on a line is unanswered, or

@@ -32,6 +32,23 @@ func (st *gwSetup) upstreamWorkers(t *testing.T, id int) []string {
 	return lines
 }
 
+// checkOnlyLines checks gearmand's own listing (backend 1): the lines and
+// the admin connection asking, all with jobgate's id; none of the
+// connections of the gateway's clients.
+func (st *gwSetup) checkOnlyLines(t *testing.T, clients int) {
+	t.Helper()
+	ws := st.upstreamWorkers(t, 1)
+	if len(ws) > gwLinesPer+1 {
+		t.Fatalf("gearmand has %d connections for %d clients, want at most %d lines and the admin connection: %q",
+			len(ws), clients, gwLinesPer, ws)
+	}
+	for _, l := range ws {
+		if !strings.Contains(l, " "+upstream.GearmanAdminClientID+" :") {
+			t.Fatalf("gearmand lists %q, not one of jobgate's own", l)
+		}
+	}
+}
+
 // TestGearmanGatewayBgLineShared: the background submits of many client
 // connections reach gearmand over at most gwLinesPer connections, every
 // job lands, and each client gets its own handles; the merged "workers"
@@ -76,21 +93,10 @@ func TestGearmanGatewayBgLineShared(t *testing.T) {
 	if got, want := st.upstreamStatus(t, 1, fn), fmt.Sprintf("%s\t%d\t0\t0", fn, clients*jobs); got != want {
 		t.Fatalf("gearmand: %q, want %q", got, want)
 	}
-	// gearmand's own listing: the lines and the admin connection asking,
-	// all with jobgate's id; none of the clients' connections.
-	ws := st.upstreamWorkers(t, 1)
-	if len(ws) > gwLinesPer+1 {
-		t.Fatalf("gearmand has %d connections for %d clients, want at most %d lines and the admin connection: %q",
-			len(ws), clients, gwLinesPer, ws)
-	}
-	for _, l := range ws {
-		if !strings.Contains(l, " "+upstream.GearmanAdminClientID+" :") {
-			t.Fatalf("gearmand lists %q, not one of jobgate's own", l)
-		}
-	}
+	st.checkOnlyLines(t, clients)
 	// Through the gateway, gearadmin lists each client connection once,
 	// and its own.
-	ws = gearadminLines(t, st.addr, "--workers")
+	ws := gearadminLines(t, st.addr, "--workers")
 	if len(ws) != clients+1 {
 		t.Fatalf("gearadmin --workers lists %d connections, want %d clients and its own: %q", len(ws), clients, ws)
 	}
@@ -102,10 +108,11 @@ func TestGearmanGatewayBgLineShared(t *testing.T) {
 }
 
 // TestGearmanGatewayBgLineOrder: a client that pipelines a background
-// submit (on the line), a foreground one (its own session, dialled) and
-// another background one (then on its own session too) gets its replies
-// in request order, with the gateway's own answers among them, and
-// gearmand queued the jobs in that order: the dial waited for the line.
+// submit (on the line), the exceptions option and a foreground submit
+// (its own session, dialled) and another background one (then on its own
+// session too) gets its replies in request order, with the gateway's own
+// answers among them, and gearmand queued the jobs in that order: the dial
+// waited for the line.
 func TestGearmanGatewayBgLineOrder(t *testing.T) {
 	st := startGatewaySetup(t, []string{testutil.StartGearmand(t)}, config.Breaker{})
 	fn := st.fnOwnedBy(t, "f", 1)
@@ -114,12 +121,14 @@ func TestGearmanGatewayBgLineOrder(t *testing.T) {
 	batch = append(batch, pkt(codec.SubmitJobBg, fn, "", "a")...)
 	batch = append(batch, pkt(codec.EchoReq, "e")...)
 	batch = append(batch, pkt(codec.SubmitJobBg, "local.x", "", "l")...)
+	batch = append(batch, pkt(codec.OptionReq, "exceptions")...)
 	batch = append(batch, pkt(codec.SubmitJob, fn, "", "b")...)
 	batch = append(batch, pkt(codec.SubmitJobBg, fn, "", "c")...)
 	c.write(batch)
-	for i, want := range []string{"@1:H:", "e", "H:jobgate:", "@1:H:", "@1:H:"} {
+	for i, want := range []string{"@1:H:", "e", "H:jobgate:", "exceptions", "@1:H:", "@1:H:"} {
 		p := c.next()
-		if p.Type != codec.JobCreated && p.Type != codec.EchoRes || !strings.HasPrefix(string(p.Args[0]), want) {
+		if p.Type != codec.JobCreated && p.Type != codec.EchoRes && p.Type != codec.OptionRes ||
+			!strings.HasPrefix(string(p.Args[0]), want) {
 			t.Fatalf("reply %d: %v, want %q", i, p.String(), want)
 		}
 	}

@@ -63,7 +63,7 @@ func (s *gwSession) fastSubmit(p *codec.Packet) bool {
 			if s.lineable(p.Type, b) {
 				if l := s.liveLine(b); l != nil {
 					s.mu.Lock()
-					r := s.newReplyLocked(false)
+					r := s.newReplyLocked(isForeground(p.Type))
 					s.fifo.push(r)
 					s.mu.Unlock()
 					s.sendLine(l, p, r, s.rawOf(p))

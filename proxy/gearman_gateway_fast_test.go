@@ -29,7 +29,7 @@ func countFastSubmits(t *testing.T) *atomic.Int64 {
 }
 
 // TestGearmanGatewayFastSubmit: pipelined submits to open sessions and
-// background ones to open lines take the fast path; the first submit to a
+// to open lines take the fast path; the first submit to a
 // backend (which dials), one to the local engine, and one whose backend's
 // session died do not, and every job still lands where the routing says.
 func TestGearmanGatewayFastSubmit(t *testing.T) {
@@ -52,7 +52,9 @@ func TestGearmanGatewayFastSubmit(t *testing.T) {
 		{codec.SubmitJobBg, "local.x", "H:jobgate:", false},
 		{codec.SubmitJobBg, f2, "@2:", true},
 		{codec.SubmitJobBg, f1, "@1:", true},
-		{codec.SubmitJob, f1, "@1:", false}, // foreground: its own session, dialled
+		{codec.SubmitJob, f1, "@1:", true}, // foreground: on the line too
+		{codec.OptionReq, "exceptions", "", false},
+		{codec.SubmitJob, f1, "@1:", false}, // with exceptions: its own session, dialled
 		{codec.SubmitJob, f1, "@1:", true},
 		{codec.SubmitJobBg, f1, "@1:", true}, // now on that session, not the line
 	}
@@ -60,6 +62,10 @@ func TestGearmanGatewayFastSubmit(t *testing.T) {
 	var batch []byte
 	wantHits := int64(0)
 	for i, s := range steps {
+		if s.typ == codec.OptionReq {
+			batch = append(batch, pkt(s.typ, s.fn)...)
+			continue
+		}
 		batch = append(batch, pkt(s.typ, s.fn, "", fmt.Sprintf("job-%d", i))...)
 		if s.fast {
 			wantHits++
@@ -67,6 +73,10 @@ func TestGearmanGatewayFastSubmit(t *testing.T) {
 	}
 	c.write(batch) // one write: the loop reads them as one pipeline
 	for i, s := range steps {
+		if s.typ == codec.OptionReq {
+			c.expect(codec.OptionRes)
+			continue
+		}
 		if h := string(c.expect(codec.JobCreated).Args[0]); !strings.HasPrefix(h, s.want) {
 			t.Fatalf("step %d (%s): handle %q, want prefix %q", i, s.fn, h, s.want)
 		}
@@ -75,7 +85,7 @@ func TestGearmanGatewayFastSubmit(t *testing.T) {
 	if got := hits.Load(); got != wantHits {
 		t.Fatalf("fast path sent %d submits, want %d", got, wantHits)
 	}
-	if got, want := st.upstreamStatus(t, 1, f1), f1+"\t7\t0\t0"; got != want {
+	if got, want := st.upstreamStatus(t, 1, f1), f1+"\t8\t0\t0"; got != want {
 		t.Errorf("g1: %q, want %q", got, want)
 	}
 	if got, want := st.upstreamStatus(t, 2, f2), f2+"\t3\t0\t0"; got != want {

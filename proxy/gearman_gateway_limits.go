@@ -13,7 +13,7 @@ func (s *gwSession) busy() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sleeping || s.fifo.len() > 0 || len(s.abilities) > 0 {
+	if s.sleeping || s.fifo.len() > 0 || len(s.abilities) > 0 || s.lineJobs > 0 {
 		return true
 	}
 	for _, b := range s.backends {

@@ -70,9 +70,11 @@ type gwSession struct {
 	fast gwFastRoute
 	free []*gwReply // guarded by mu: written fastSubmit replies, for reuse
 
-	// Background submits on shared lines (gearman_gateway_bgline.go).
+	// Submits on shared lines (gearman_gateway_bgline.go,
+	// gearman_gateway_fgline.go).
 	lines    []*gwLine     // guarded by mu: the lines s sent on
 	lineOut  int           // guarded by mu: its submits on them not answered
+	lineJobs int           // guarded by mu: its foreground jobs on them not finished
 	lineIdle chan struct{} // guarded by mu: closed when lineOut drops to 0 (waitLines)
 	lineSlot int           // which of the loop's lines to a backend s uses
 
@@ -209,6 +211,7 @@ func (s *gwSession) Close() {
 	}
 	s.mu.Unlock()
 	s.gw.own.leave(s)
+	s.leaveLines()
 	if s.gw.trace != nil {
 		s.gw.trace.closed(s)
 	}
