@@ -33,9 +33,21 @@ import (
 
 // gwLineJob is a foreground job submitted on a line.
 type gwLineJob struct {
-	waiters []gwLineWaiter // one per submit attached, in JOB_CREATED order
-	next    int            // the waiter the next copy of a packet is for
-	ended   int            // waiters given their final packet
+	waiters []gwLineWaiter  // one per submit attached, in JOB_CREATED order
+	next    int             // the waiter the next copy of a packet is for
+	ended   int             // waiters given their final packet
+	first   [1]gwLineWaiter // the room of waiters' first one
+}
+
+// awaited reports whether a client that is still there waits for j's
+// final packet.
+func (j *gwLineJob) awaited() bool {
+	for _, w := range j.waiters[j.ended:] {
+		if !w.left {
+			return true
+		}
+	}
+	return false
 }
 
 // gwLineWaiter is one submit attached to a line's job.
@@ -72,6 +84,7 @@ func (l *gwLine) attachLocked(h string, s *gwSession) {
 	j := l.jobs[h]
 	if j == nil {
 		j = &gwLineJob{}
+		j.waiters = j.first[:0] // most jobs have one submit: no second allocation
 		l.jobs[h] = j
 	}
 	j.waiters = append(j.waiters, gwLineWaiter{s: s})
@@ -84,10 +97,8 @@ func (l *gwLine) idleLocked() bool {
 		return false
 	}
 	for _, j := range l.jobs {
-		for _, w := range j.waiters[j.ended:] {
-			if !w.left {
-				return false
-			}
+		if j.awaited() {
+			return false
 		}
 	}
 	return true
@@ -136,15 +147,12 @@ func (l *gwLine) leave(s *gwSession) {
 	l.mu.Lock()
 	abandoned := false
 	for _, j := range l.jobs {
-		waiting := false
 		for i := range j.waiters {
-			w := &j.waiters[i]
-			if w.s == s {
-				w.left = true
+			if j.waiters[i].s == s {
+				j.waiters[i].left = true
 			}
-			waiting = waiting || (i >= j.ended && !w.left)
 		}
-		abandoned = abandoned || !waiting
+		abandoned = abandoned || !j.awaited()
 	}
 	if abandoned {
 		l.retired = true
