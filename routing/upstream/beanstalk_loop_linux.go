@@ -57,7 +57,8 @@ type beanstalkLoopIO struct {
 	rop      int             // loop only: that read's index
 	skip     uint64          // loop only: bytes of a too-big body still to drop
 	reply    beanstalk.Reply
-	reported bool // loop only: the end was handled
+	reported bool       // loop only: the end was handled
+	low      lowatState // loop only: the receive low-water mark (beanstalk_lowat_linux.go)
 
 	loopSocket // fd, out, wantOut, stalled, poll, id: see above
 	// backlog is len(out), stored by every writer of out (under wmu), so
@@ -122,8 +123,10 @@ func (l *beanstalkLoopIO) writeLocked() error {
 	return nil
 }
 
-// WriteInto queues the write of the waiting output in b.
+// WriteInto queues the write of the waiting output in b, having set the
+// mark for the replies its commands will bring.
 func (l *beanstalkLoopIO) WriteInto(b routing.IOBatch) bool {
+	l.setLowat()
 	l.s.wmu.Lock()
 	ok := l.s.failed() == nil && l.takeOut(b)
 	l.s.wmu.Unlock()
@@ -251,6 +254,7 @@ func (l *beanstalkLoopIO) read() {
 			if !s.deliver(nil, big) {
 				break
 			}
+			l.low.replies++
 			continue
 		}
 		if err != nil {
@@ -264,12 +268,16 @@ func (l *beanstalkLoopIO) read() {
 		if !s.deliver(&l.reply, nil) {
 			break
 		}
+		l.low.replies++
 	}
 	if l.ir == len(l.in) {
 		l.in, l.ir = l.in[:0], 0
 		if cap(l.in) > 1<<20 {
 			l.in = nil
 		}
+	}
+	if s.failed() == nil {
+		l.setLowat()
 	}
 }
 
@@ -305,7 +313,9 @@ func (l *beanstalkLoopIO) release() {
 // here, an I/O timeout (plus what a reserve round may rightly wait) after
 // the first sweep that saw the oldest command pending, so that replies
 // need not read the clock; a timeout fires up to a sweep period late.
+// It also gives up a receive mark that no reply came under (sweepLowat).
 func (l *beanstalkLoopIO) Expire(now time.Time) {
+	l.sweepLowat(now)
 	s := l.s
 	if s.b.cfg.IOTimeout == 0 {
 		return

@@ -1,0 +1,267 @@
+//go:build linux
+
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"math/rand"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/codec/beanstalk"
+	"github.com/jobgate/jobgate/internal/epoll"
+	"github.com/jobgate/jobgate/internal/uring"
+)
+
+func TestLowatFor(t *testing.T) {
+	for _, tc := range []struct{ k, buffered, want int }{
+		{0, 0, 1},
+		{1, 0, 1},  // one reply: any byte of it is worth a wake-up
+		{1, 5, 1},  //
+		{2, 0, 16}, // two replies of at least 8 bytes
+		{3, 0, 24},
+		{4, 3, 29}, // 3 bytes of the first are in the read buffer
+		{16, 0, 128},
+		{100, 0, 128}, // capped at lowatReplies
+		{100, 7, 121},
+		{2, 15, 1}, // the first reply is long and mostly read
+	} {
+		if got := lowatFor(tc.k, tc.buffered); got != tc.want {
+			t.Errorf("lowatFor(%d, %d) = %d, want %d", tc.k, tc.buffered, got, tc.want)
+		}
+	}
+}
+
+// lowatUpstream is a fake beanstalkd the test answers by hand, and an
+// event-loop session to it served as the gateway's loop serves one: the
+// loop writes commands through WriteInto, which sets the mark.
+type lowatUpstream struct {
+	l    *beanstalkLoopIO
+	srv  net.Conn
+	rd   *bufio.Reader
+	stop func() // stops the loop; l's loop-only fields are then the test's
+}
+
+func openLowatUpstream(t *testing.T) *lowatUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b := newBeanstalk(t, BeanstalkConfig{Config: Config{Addr: ln.Addr().String(), IOTimeout: time.Minute}})
+	c, err := b.OpenLoop(context.Background(), func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	p, err := epoll.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(p, 3); err != nil {
+		t.Fatal(err)
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		batch := uring.New()
+		defer batch.Close()
+		var evs [4]syscall.EpollEvent
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			batch.Reset()
+			if c.WriteInto(batch) {
+				batch.Run()
+				c.Wrote()
+			}
+			n, _ := p.Wait(evs[:], 2)
+			for _, ev := range evs[:n] {
+				if !c.Ready(ev.Events) {
+					return
+				}
+			}
+			c.Expire(time.Now())
+		}
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			close(quit)
+			<-done
+		}
+	}
+	t.Cleanup(func() {
+		c.Close()
+		stop()
+		c.Detach()
+		p.Close()
+	})
+	return &lowatUpstream{l: c.(*beanstalkLoopIO), srv: srv, rd: bufio.NewReader(srv), stop: stop}
+}
+
+// readCommands reads n command lines (and a put's body) off the fake
+// server's side.
+func (u *lowatUpstream) readCommands(t *testing.T, n int) {
+	t.Helper()
+	u.srv.SetReadDeadline(time.Now().Add(wait))
+	for i := 0; i < n; i++ {
+		line, err := u.rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+		if strings.HasPrefix(line, "put ") {
+			if _, err := u.rd.ReadString('\n'); err != nil {
+				t.Fatalf("body %d: %v", i, err)
+			}
+		}
+	}
+}
+
+// mark reads the session socket's SO_RCVLOWAT.
+func (u *lowatUpstream) mark(t *testing.T) int {
+	t.Helper()
+	v, err := syscall.GetsockoptInt(u.l.rfd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitMark waits until the mark is want.
+func (u *lowatUpstream) waitMark(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for u.mark(t) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("SO_RCVLOWAT %d, want %d", u.mark(t), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestBeanstalkLoopLowat: pipelined commands raise the mark to 8 bytes a
+// reply awaited at once, up to a reserve round the server may hold; the
+// replies, dribbled out in pieces as short as replies get, all arrive;
+// then the mark is back to 1.
+func TestBeanstalkLoopLowat(t *testing.T) {
+	u := openLowatUpstream(t)
+	rs := newResults()
+	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
+	for i := 0; i < 3; i++ {
+		u.l.Do(&putCmd, rs.done(t))
+	}
+	u.readCommands(t, 3)
+	if m := u.mark(t); m != 24 {
+		t.Fatalf("three puts awaited: SO_RCVLOWAT %d, want 24", m)
+	}
+	u.srv.Write([]byte("INSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n"))
+	rs.wait(t, 3)
+	u.waitMark(t, 1)
+
+	// Two puts, a reserve round that may wait a second, a put: the mark
+	// counts the two.
+	rs = newResults()
+	u.l.Do(&putCmd, rs.done(t))
+	u.l.Do(&putCmd, rs.done(t))
+	u.l.Do(&beanstalk.Command{Verb: beanstalk.ReserveWithTimeout, Timeout: 1}, rs.done(t))
+	u.l.Do(&putCmd, rs.done(t))
+	u.readCommands(t, 4)
+	if m := u.mark(t); m != 16 {
+		t.Fatalf("two puts before a reserve: SO_RCVLOWAT %d, want 16", m)
+	}
+	u.srv.Write([]byte("INSERTED 4\r\nINSERTED 5\r\nTIMED_OUT\r\nINSERTED 6\r\n"))
+	rs.wait(t, 4)
+	u.waitMark(t, 1)
+
+	// Forty commands answered with the shortest replies there are, in
+	// pieces of 1 to 5 bytes: a mark above what is still to come would
+	// leave the last ones unread until the give-up sweep.
+	const n = 40
+	rs = newResults()
+	kick := beanstalk.Command{Verb: beanstalk.KickJob, ID: 1}
+	for i := 0; i < n; i++ {
+		u.l.Do(&kick, rs.done(t))
+	}
+	u.readCommands(t, n)
+	if m := u.mark(t); m != 128 {
+		t.Fatalf("%d commands awaited: SO_RCVLOWAT %d, want 128 (the cap)", n, m)
+	}
+	replies := []byte(strings.Repeat("KICKED\r\n", n-1) + "NOT_FOUND\r\n")
+	rnd := rand.New(rand.NewSource(1))
+	for len(replies) > 0 {
+		k := min(len(replies), 1+rnd.Intn(5))
+		if _, err := u.srv.Write(replies[:k]); err != nil {
+			t.Fatal(err)
+		}
+		replies = replies[k:]
+		time.Sleep(20 * time.Microsecond) // separate segments, so reads find pieces
+	}
+	got := rs.wait(t, n)
+	for i, r := range got {
+		want := beanstalk.Kicked
+		if i == n-1 {
+			want = beanstalk.NotFound
+		}
+		if r.err != nil || r.reply.Kind != want {
+			t.Fatalf("reply %d: %+v, want %v", i, r, want)
+		}
+	}
+	u.waitMark(t, 1)
+	u.stop()
+	if u.l.low.off {
+		t.Fatal("the mark was given up: some reply waited under it")
+	}
+}
+
+// TestBeanstalkLoopLowatGivesUp: a mark no reply comes under for
+// lowatGiveUp is set back to 1 for the rest of the session.
+func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
+	u := openLowatUpstream(t)
+	rs := newResults()
+	cmd := beanstalk.Command{Verb: beanstalk.Delete, ID: 1}
+	for i := 0; i < 3; i++ {
+		u.l.Do(&cmd, rs.done(t))
+	}
+	u.readCommands(t, 3)
+	if m := u.mark(t); m != 24 {
+		t.Fatalf("SO_RCVLOWAT %d, want 24", m)
+	}
+	start := time.Now()
+	u.waitMark(t, 1)
+	if d := time.Since(start); d < lowatGiveUp/2 {
+		t.Fatalf("given up after %v, before lowatGiveUp %v", d, lowatGiveUp)
+	}
+	// The replies still arrive, and the mark stays at 1 for later
+	// pipelined commands.
+	u.srv.Write([]byte("DELETED\r\nDELETED\r\nDELETED\r\n"))
+	for i, r := range rs.wait(t, 3) {
+		if r.err != nil || r.reply.Kind != beanstalk.Deleted {
+			t.Fatalf("reply %d: %+v", i, r)
+		}
+	}
+	rs = newResults()
+	u.l.Do(&cmd, rs.done(t))
+	u.l.Do(&cmd, rs.done(t))
+	u.readCommands(t, 2)
+	if m := u.mark(t); m != 1 {
+		t.Fatalf("after giving up: SO_RCVLOWAT %d, want 1", m)
+	}
+	u.stop()
+	if !u.l.low.off {
+		t.Fatal("the session did not record giving up")
+	}
+}
