@@ -40,10 +40,12 @@ const (
 	// at the p99.
 	lowatReplies = 16
 	// lowatGiveUp: a session whose mark saw no reply for this long sets
-	// it back to one byte for good. A server that replies as beanstalkd
-	// does never trips it; it keeps a server that does not (Nagle's
-	// algorithm on, replies shorter than replyMinLen) from waiting on
-	// delayed acknowledgements or the I/O timeout.
+	// it back to one byte for good (checked by the loop's timeout sweep,
+	// so up to a sweep period later, and only for a backend with an I/O
+	// timeout, as by default). A server that replies as beanstalkd does
+	// never trips it; it keeps a server that does not (Nagle's algorithm
+	// on, replies shorter than replyMinLen) from waiting on delayed
+	// acknowledgements or the I/O timeout.
 	lowatGiveUp = 200 * time.Millisecond
 )
 
