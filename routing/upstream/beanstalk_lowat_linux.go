@@ -32,7 +32,7 @@ const (
 	replyMinLen = 8
 	// lowatReplies caps the replies a mark waits for. While the loop
 	// sleeps under its mark, the kernel acknowledges the small segments
-	// only every rcv_mss (536) bytes, and a server whose congestion
+	// only every rcv_mss (536 here) bytes, and a server whose congestion
 	// window holds fewer segments stops sending until the delayed
 	// acknowledgement (40 ms). 16 replies, 128 bytes, is about ten
 	// INSERTED segments: measured without delayed acknowledgements, where
@@ -42,8 +42,9 @@ const (
 	// lowatGiveUp: a session whose mark saw no reply for this long sets
 	// it back to one byte for good (checked by the loop's timeout sweep,
 	// so up to a sweep period later, and only for a backend with an I/O
-	// timeout, as by default). A server that replies as beanstalkd does
-	// never trips it; it keeps a server that does not (Nagle's algorithm
+	// timeout, as by default). A server that answers within it never
+	// trips it, and one slower than that loses only the batching. It
+	// keeps a server that replies unlike beanstalkd (Nagle's algorithm
 	// on, replies shorter than replyMinLen) from waiting on delayed
 	// acknowledgements or the I/O timeout.
 	lowatGiveUp = 200 * time.Millisecond

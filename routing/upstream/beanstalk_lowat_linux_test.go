@@ -265,3 +265,34 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 		t.Fatal("the session did not record giving up")
 	}
 }
+
+// TestBeanstalkLoopLowatServerCloses: a server that closes the connection
+// with fewer bytes sent than the mark asks for still wakes the loop: the
+// reply it sent is delivered and the others fail, without the give-up.
+func TestBeanstalkLoopLowatServerCloses(t *testing.T) {
+	u := openLowatUpstream(t)
+	rs := newResults()
+	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
+	for i := 0; i < 3; i++ {
+		u.l.Do(&putCmd, rs.done(t))
+	}
+	u.readCommands(t, 3)
+	if m := u.mark(t); m != 24 {
+		t.Fatalf("SO_RCVLOWAT %d, want 24", m)
+	}
+	u.srv.Write([]byte("INSERTED 1\r\n"))
+	u.srv.Close()
+	got := rs.wait(t, 3)
+	if got[0].err != nil || got[0].reply.Kind != beanstalk.Inserted {
+		t.Fatalf("reply sent before the close: %+v", got[0])
+	}
+	for i, r := range got[1:] {
+		if r.err == nil {
+			t.Fatalf("put %d answered %+v after the server closed", i+1, r.reply)
+		}
+	}
+	u.stop()
+	if u.l.low.off {
+		t.Fatal("the close did not wake the loop: the mark was given up first")
+	}
+}
