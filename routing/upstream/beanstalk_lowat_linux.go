@@ -93,11 +93,27 @@ func (l *beanstalkLoopIO) setLowat() {
 	if want == max(l.low.mark, 1) {
 		return
 	}
-	if err := syscall.SetsockoptInt(l.rfd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, want); err != nil {
-		l.low.off = true
-		return
+	if !l.applyLowat(want) {
+		l.giveUpLowat()
 	}
-	l.low.mark = want
+}
+
+// applyLowat sets the socket's SO_RCVLOWAT to v; false if the kernel
+// refused.
+func (l *beanstalkLoopIO) applyLowat(v int) bool {
+	if syscall.SetsockoptInt(l.rfd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, v) != nil {
+		return false
+	}
+	l.low.mark = v
+	return true
+}
+
+// giveUpLowat sets the mark back to one byte for the rest of the session.
+func (l *beanstalkLoopIO) giveUpLowat() {
+	l.low.off = true
+	if !l.reported {
+		l.applyLowat(1)
+	}
 }
 
 // sweepLowat gives the mark up when no reply came under it for
@@ -110,9 +126,6 @@ func (l *beanstalkLoopIO) sweepLowat(now time.Time) {
 	case low.since.IsZero() || low.replies != low.seen:
 		low.seen, low.since = low.replies, now
 	case now.Sub(low.since) >= lowatGiveUp:
-		low.off = true
-		if !l.reported && syscall.SetsockoptInt(l.rfd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, 1) == nil {
-			low.mark = 1
-		}
+		l.giveUpLowat()
 	}
 }
