@@ -131,6 +131,24 @@ func (u *lowatUpstream) readCommands(t *testing.T, n int) {
 	}
 }
 
+// send has the session pipeline cmd n times and waits until the fake
+// server has read them, so the loop has set the mark for them.
+func (u *lowatUpstream) send(t *testing.T, cmd *beanstalk.Command, n int, rs *results) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		u.l.Do(cmd, rs.done(t))
+	}
+	u.readCommands(t, n)
+}
+
+// wantMark fails the test unless the mark is want.
+func (u *lowatUpstream) wantMark(t *testing.T, want int, when string) {
+	t.Helper()
+	if m := u.mark(t); m != want {
+		t.Fatalf("%s: SO_RCVLOWAT %d, want %d", when, m, want)
+	}
+}
+
 // mark reads the session socket's SO_RCVLOWAT.
 func (u *lowatUpstream) mark(t *testing.T) int {
 	t.Helper()
@@ -161,13 +179,8 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	u := openLowatUpstream(t)
 	rs := newResults()
 	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
-	for i := 0; i < 3; i++ {
-		u.l.Do(&putCmd, rs.done(t))
-	}
-	u.readCommands(t, 3)
-	if m := u.mark(t); m != 24 {
-		t.Fatalf("three puts awaited: SO_RCVLOWAT %d, want 24", m)
-	}
+	u.send(t, &putCmd, 3, rs)
+	u.wantMark(t, 24, "three puts awaited")
 	u.srv.Write([]byte("INSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n"))
 	rs.wait(t, 3)
 	u.waitMark(t, 1)
@@ -180,9 +193,7 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	u.l.Do(&beanstalk.Command{Verb: beanstalk.ReserveWithTimeout, Timeout: 1}, rs.done(t))
 	u.l.Do(&putCmd, rs.done(t))
 	u.readCommands(t, 4)
-	if m := u.mark(t); m != 16 {
-		t.Fatalf("two puts before a reserve: SO_RCVLOWAT %d, want 16", m)
-	}
+	u.wantMark(t, 16, "two puts before a reserve")
 	u.srv.Write([]byte("INSERTED 4\r\nINSERTED 5\r\nTIMED_OUT\r\nINSERTED 6\r\n"))
 	rs.wait(t, 4)
 	u.waitMark(t, 1)
@@ -193,13 +204,8 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	const n = 40
 	rs = newResults()
 	kick := beanstalk.Command{Verb: beanstalk.KickJob, ID: 1}
-	for i := 0; i < n; i++ {
-		u.l.Do(&kick, rs.done(t))
-	}
-	u.readCommands(t, n)
-	if m := u.mark(t); m != 128 {
-		t.Fatalf("%d commands awaited: SO_RCVLOWAT %d, want 128 (the cap)", n, m)
-	}
+	u.send(t, &kick, n, rs)
+	u.wantMark(t, 128, "forty commands awaited (the cap)")
 	replies := []byte(strings.Repeat("KICKED\r\n", n-1) + "NOT_FOUND\r\n")
 	rnd := rand.New(rand.NewSource(1))
 	for len(replies) > 0 {
@@ -233,13 +239,8 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 	u := openLowatUpstream(t)
 	rs := newResults()
 	cmd := beanstalk.Command{Verb: beanstalk.Delete, ID: 1}
-	for i := 0; i < 3; i++ {
-		u.l.Do(&cmd, rs.done(t))
-	}
-	u.readCommands(t, 3)
-	if m := u.mark(t); m != 24 {
-		t.Fatalf("SO_RCVLOWAT %d, want 24", m)
-	}
+	u.send(t, &cmd, 3, rs)
+	u.wantMark(t, 24, "three deletes awaited")
 	start := time.Now()
 	u.waitMark(t, 1)
 	if d := time.Since(start); d < lowatGiveUp/2 {
@@ -254,12 +255,8 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 		}
 	}
 	rs = newResults()
-	u.l.Do(&cmd, rs.done(t))
-	u.l.Do(&cmd, rs.done(t))
-	u.readCommands(t, 2)
-	if m := u.mark(t); m != 1 {
-		t.Fatalf("after giving up: SO_RCVLOWAT %d, want 1", m)
-	}
+	u.send(t, &cmd, 2, rs)
+	u.wantMark(t, 1, "two deletes after giving up")
 	u.stop()
 	if !u.l.low.off {
 		t.Fatal("the session did not record giving up")
@@ -273,13 +270,8 @@ func TestBeanstalkLoopLowatServerCloses(t *testing.T) {
 	u := openLowatUpstream(t)
 	rs := newResults()
 	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
-	for i := 0; i < 3; i++ {
-		u.l.Do(&putCmd, rs.done(t))
-	}
-	u.readCommands(t, 3)
-	if m := u.mark(t); m != 24 {
-		t.Fatalf("SO_RCVLOWAT %d, want 24", m)
-	}
+	u.send(t, &putCmd, 3, rs)
+	u.wantMark(t, 24, "three puts awaited")
 	u.srv.Write([]byte("INSERTED 1\r\n"))
 	u.srv.Close()
 	got := rs.wait(t, 3)
