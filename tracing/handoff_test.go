@@ -53,6 +53,7 @@ func TestHandoffOrderAndFlush(t *testing.T) {
 		if left == 0 {
 			// Wait for a hand-over in progress to finish.
 			p.proc.hand.passMu.Lock()
+			//lint:ignore SA2001 taking the lock is the wait
 			p.proc.hand.passMu.Unlock()
 			break
 		}

@@ -85,7 +85,7 @@ const (
 	tagTraceID  = fSpanTraceID<<3 | 2  // bytes
 	tagSpanID   = fSpanSpanID<<3 | 2   // bytes
 	tagParentID = fSpanParentID<<3 | 2 // bytes
-	tagKind     = fSpanKind<<3 | 0     // varint
+	tagKind     = fSpanKind << 3       // varint (wire type 0)
 	tagStart    = fSpanStart<<3 | 1    // fixed64
 	tagEnd      = fSpanEnd<<3 | 1      // fixed64
 	tagStatus   = fSpanStatus<<3 | 2   // bytes
