@@ -46,7 +46,7 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(machine_desc); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rounds=$ROUNDS duration=$DURATION fsync=${FSYNC:-off}; raw runs in $OUT"
 case $FSYNC in
 "") BS_PERSIST=() JG_PERSIST=(-data "") ;;

@@ -202,7 +202,7 @@ run_one() {
 	stop_all
 }
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average before $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(machine_desc); load average before $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$("$HAPROXY" -v | head -1); rounds=$ROUNDS duration=$DURATION; medians of the rounds; raw runs in $OUT"
 : >"$OUT/results"
 read -r -a ways <<<"$WAYS"

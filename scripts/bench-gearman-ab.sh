@@ -77,7 +77,7 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(machine_desc); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rounds=$ROUNDS duration=$DURATION body=$BODY args=$ARGS; medians of the rounds; raw runs in $OUT"
 awk '
 function median(list,   n, i, j, t, a) {

@@ -103,7 +103,7 @@ for round in $(seq "$ROUNDS"); do
 	stop_servers
 done
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(machine_desc); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rounds=$ROUNDS duration=$DURATION clients=$CLIENTS workers=$WORKERS body=$BODY; medians of the rounds; raw runs in $OUT"
 awk '
 function median(list,   n, i, j, t, a) {

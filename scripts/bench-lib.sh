@@ -37,3 +37,12 @@ stop_pids() {
 		wait "$pid" 2>/dev/null || true
 	done
 }
+
+# machine_desc describes the host for a script's "machine:" line: the CPU
+# model and count, and what a system call that does no work costs here
+# ("jobgate-bench syscall", built into $OUT first). The servers make a few
+# calls per job, so that cost moves their ratios: sittings compare only on
+# like hosts.
+machine_desc() {
+	echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, a system call $("$OUT/jobgate-bench" syscall | sed 's/^syscall_ns=//') ns"
+}

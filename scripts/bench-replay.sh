@@ -13,6 +13,7 @@ OUT=${OUT:-$(mktemp -d /tmp/bench-replay.XXXXXX)}
 mkdir -p "$OUT/bs" "$OUT/jg"
 go build -o "$OUT/jobgate" ./cmd/jobgate
 go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
+. scripts/bench-lib.sh
 BS_PORT=$((20000 + RANDOM % 20000))
 JG_PORT=$((BS_PORT + 1))
 
@@ -44,7 +45,7 @@ restart() { # restart NAME START PORT
 	echo "$1: $(echo "$e - $s" | bc) s to serve again with $JOBS jobs, RSS $(ps -o rss= -p "$pid") KiB"
 	kill -9 "$pid"; wait "$pid" 2>/dev/null || true
 }
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(machine_desc); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 fill beanstalkd bs "$BS_PORT"
 fill jobgate jg "$JG_PORT"
 echo "journal on disk: beanstalkd $(du -sh "$OUT/bs" | cut -f1), jobgate $(du -sh "$OUT/jg" | cut -f1)"

@@ -141,7 +141,7 @@ done
 stop_pids $SINK_PID
 SINK_PID=""
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(machine_desc); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rounds=$ROUNDS duration=$DURATION sampler=$SAMPLER ratio=$RATIO gateway=$GATEWAY; medians of the rounds; raw runs in $OUT; sink: $(tail -1 "$OUT/sink.log")"
 awk '
 function median(list,   n, i, j, t, a) {

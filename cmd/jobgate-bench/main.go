@@ -15,6 +15,7 @@ Usage:
   jobgate-bench beanstalk [flags]   Beanstalk workloads (jobgate-bench beanstalk -h)
   jobgate-bench gearman [flags]     Gearman workloads (jobgate-bench gearman -h)
   jobgate-bench otlp-sink [-addr A] an OTLP/HTTP receiver that counts and discards spans (tracing benchmarks)
+  jobgate-bench syscall             how long a system call that does no work takes here (syscall_ns=N)
 `
 
 func main() {
@@ -33,6 +34,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runGearman(args[1:], stdout, stderr)
 	case "otlp-sink":
 		return runOTLPSink(args[1:], stdout, stderr)
+	case "syscall":
+		return runSyscall(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
