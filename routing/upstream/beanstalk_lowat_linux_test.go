@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,12 +39,17 @@ func TestLowatFor(t *testing.T) {
 
 // lowatUpstream is a fake beanstalkd the test answers by hand, and an
 // event-loop session to it served as the gateway's loop serves one: the
-// loop writes commands through WriteInto, which sets the mark.
+// loop writes commands through WriteInto, which sets the mark, and sweeps
+// for timeouts (Expire) at the time on the test's clock, which stands
+// still unless the test advances it, so the give-up comes only when a
+// test asks for it however slow the machine.
 type lowatUpstream struct {
-	l    *beanstalkLoopIO
-	srv  net.Conn
-	rd   *bufio.Reader
-	stop func() // stops the loop; l's loop-only fields are then the test's
+	l      *beanstalkLoopIO
+	srv    net.Conn
+	rd     *bufio.Reader
+	stop   func()       // stops the loop; l's loop-only fields are then the test's
+	now    atomic.Int64 // the loop's clock, in Unix nanoseconds
+	sweeps atomic.Int64 // sweeps the loop has made
 }
 
 func openLowatUpstream(t *testing.T) *lowatUpstream {
@@ -70,6 +76,8 @@ func openLowatUpstream(t *testing.T) *lowatUpstream {
 	if err := c.Attach(p, 3); err != nil {
 		t.Fatal(err)
 	}
+	u := &lowatUpstream{l: c.(*beanstalkLoopIO), srv: srv, rd: bufio.NewReader(srv)}
+	u.now.Store(time.Now().UnixNano())
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -93,7 +101,8 @@ func openLowatUpstream(t *testing.T) *lowatUpstream {
 					return
 				}
 			}
-			c.Expire(time.Now())
+			c.Expire(time.Unix(0, u.now.Load()))
+			u.sweeps.Add(1)
 		}
 	}()
 	stopped := false
@@ -110,7 +119,29 @@ func openLowatUpstream(t *testing.T) *lowatUpstream {
 		c.Detach()
 		p.Close()
 	})
-	return &lowatUpstream{l: c.(*beanstalkLoopIO), srv: srv, rd: bufio.NewReader(srv), stop: stop}
+	u.stop = stop
+	return u
+}
+
+// sweep waits until the loop has swept twice more, so that one sweep
+// came after whatever the test did before.
+func (u *lowatUpstream) sweep(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for n := u.sweeps.Load(); u.sweeps.Load() < n+2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop stopped sweeping")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// advance moves the loop's clock on by d and waits for a sweep at the
+// new time.
+func (u *lowatUpstream) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	u.now.Add(int64(d))
+	u.sweep(t)
 }
 
 // readCommands reads n command lines (and a put's body) off the fake
@@ -132,7 +163,9 @@ func (u *lowatUpstream) readCommands(t *testing.T, n int) {
 }
 
 // send has the session pipeline cmd n times and waits until the fake
-// server has read them, so the loop has set the mark for them.
+// server has read them. The loop may have written them before it counted
+// them all for the mark (a lower mark costs only wake-ups); its next
+// batch raises it, so tests wait for the mark (waitMark).
 func (u *lowatUpstream) send(t *testing.T, cmd *beanstalk.Command, n int, rs *results) {
 	t.Helper()
 	for i := 0; i < n; i++ {
@@ -172,15 +205,16 @@ func (u *lowatUpstream) waitMark(t *testing.T, want int) {
 }
 
 // TestBeanstalkLoopLowat: pipelined commands raise the mark to 8 bytes a
-// reply awaited at once, up to a reserve round the server may hold; the
-// replies, dribbled out in pieces as short as replies get, all arrive;
-// then the mark is back to 1.
+// reply awaited at once, up to a reserve round the server may hold; a
+// mark after a read counts the part of a reply already read; replies
+// dribbled out in pieces as short as replies get all arrive; then the
+// mark is back to 1.
 func TestBeanstalkLoopLowat(t *testing.T) {
 	u := openLowatUpstream(t)
 	rs := newResults()
 	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
 	u.send(t, &putCmd, 3, rs)
-	u.wantMark(t, 24, "three puts awaited")
+	u.waitMark(t, 24) // three puts awaited
 	u.srv.Write([]byte("INSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n"))
 	rs.wait(t, 3)
 	u.waitMark(t, 1)
@@ -193,19 +227,33 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	u.l.Do(&beanstalk.Command{Verb: beanstalk.ReserveWithTimeout, Timeout: 1}, rs.done(t))
 	u.l.Do(&putCmd, rs.done(t))
 	u.readCommands(t, 4)
-	u.wantMark(t, 16, "two puts before a reserve")
+	u.waitMark(t, 16) // two puts before a reserve
 	u.srv.Write([]byte("INSERTED 4\r\nINSERTED 5\r\nTIMED_OUT\r\nINSERTED 6\r\n"))
 	rs.wait(t, 4)
 	u.waitMark(t, 1)
 
-	// Forty commands answered with the shortest replies there are, in
-	// pieces of 1 to 5 bytes: a mark above what is still to come would
-	// leave the last ones unread until the give-up sweep.
+	// Twenty commands answered with the shortest replies there are. The
+	// capped mark (16 replies) wakes the loop with 3 bytes of the 17th
+	// reply read; the mark for the 4 left must count them (29, not 32),
+	// or the last 29 bytes would never wake it.
+	kick := beanstalk.Command{Verb: beanstalk.KickJob, ID: 1}
+	rs = newResults()
+	u.send(t, &kick, 20, rs)
+	u.waitMark(t, 128) // twenty commands awaited (the cap)
+	short := []byte(strings.Repeat("KICKED\r\n", 20))
+	u.srv.Write(short[:16*8+3])
+	rs.wait(t, 16)
+	u.waitMark(t, 4*8-3)
+	u.srv.Write(short[16*8+3:])
+	rs.wait(t, 20)
+	u.waitMark(t, 1)
+
+	// Forty such replies in pieces of 1 to 5 bytes, read wherever the
+	// pieces fall.
 	const n = 40
 	rs = newResults()
-	kick := beanstalk.Command{Verb: beanstalk.KickJob, ID: 1}
 	u.send(t, &kick, n, rs)
-	u.wantMark(t, 128, "forty commands awaited (the cap)")
+	u.waitMark(t, 128) // forty commands awaited (the cap)
 	replies := []byte(strings.Repeat("KICKED\r\n", n-1) + "NOT_FOUND\r\n")
 	rnd := rand.New(rand.NewSource(1))
 	for len(replies) > 0 {
@@ -227,10 +275,6 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 		}
 	}
 	u.waitMark(t, 1)
-	u.stop()
-	if u.l.low.off {
-		t.Fatal("the mark was given up: some reply waited under it")
-	}
 }
 
 // TestBeanstalkLoopLowatGivesUp: a mark no reply comes under for
@@ -240,12 +284,12 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 	rs := newResults()
 	cmd := beanstalk.Command{Verb: beanstalk.Delete, ID: 1}
 	u.send(t, &cmd, 3, rs)
-	u.wantMark(t, 24, "three deletes awaited")
-	start := time.Now()
-	u.waitMark(t, 1)
-	if d := time.Since(start); d < lowatGiveUp/2 {
-		t.Fatalf("given up after %v, before lowatGiveUp %v", d, lowatGiveUp)
-	}
+	u.waitMark(t, 24) // three deletes awaited
+	u.sweep(t)        // the sweep that starts counting
+	u.advance(t, lowatGiveUp-time.Millisecond)
+	u.wantMark(t, 24, "no reply for just under lowatGiveUp")
+	u.advance(t, time.Millisecond)
+	u.wantMark(t, 1, "no reply for lowatGiveUp")
 	// The replies still arrive, and the mark stays at 1 for later
 	// pipelined commands.
 	u.srv.Write([]byte("DELETED\r\nDELETED\r\nDELETED\r\n"))
@@ -265,13 +309,14 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 
 // TestBeanstalkLoopLowatServerCloses: a server that closes the connection
 // with fewer bytes sent than the mark asks for still wakes the loop: the
-// reply it sent is delivered and the others fail, without the give-up.
+// reply it sent is delivered and the others fail (the test's clock stands
+// still, so the give-up sweep cannot be what wakes it).
 func TestBeanstalkLoopLowatServerCloses(t *testing.T) {
 	u := openLowatUpstream(t)
 	rs := newResults()
 	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
 	u.send(t, &putCmd, 3, rs)
-	u.wantMark(t, 24, "three puts awaited")
+	u.waitMark(t, 24) // three puts awaited
 	u.srv.Write([]byte("INSERTED 1\r\n"))
 	u.srv.Close()
 	got := rs.wait(t, 3)
@@ -282,9 +327,5 @@ func TestBeanstalkLoopLowatServerCloses(t *testing.T) {
 		if r.err == nil {
 			t.Fatalf("put %d answered %+v after the server closed", i+1, r.reply)
 		}
-	}
-	u.stop()
-	if u.l.low.off {
-		t.Fatal("the close did not wake the loop: the mark was given up first")
 	}
 }
