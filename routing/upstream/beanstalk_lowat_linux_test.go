@@ -162,16 +162,22 @@ func (u *lowatUpstream) readCommands(t *testing.T, n int) {
 	}
 }
 
-// send has the session pipeline cmd n times and waits until the fake
-// server has read them. The loop may have written them before it counted
-// them all for the mark (a lower mark costs only wake-ups); its next
-// batch raises it, so tests wait for the mark (waitMark).
-func (u *lowatUpstream) send(t *testing.T, cmd *beanstalk.Command, n int, rs *results) {
+// lowatPut is the put the tests pipeline.
+var lowatPut = beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
+
+// send has the session pipeline cmd n times, waits until the fake server
+// has read them, and returns where their replies go. The loop may have
+// written them before it counted them all for the mark (a lower mark
+// costs only wake-ups); its next batch raises it, so tests wait for the
+// mark (waitMark).
+func (u *lowatUpstream) send(t *testing.T, cmd *beanstalk.Command, n int) *results {
 	t.Helper()
+	rs := newResults()
 	for i := 0; i < n; i++ {
 		u.l.Do(cmd, rs.done(t))
 	}
 	u.readCommands(t, n)
+	return rs
 }
 
 // wantMark fails the test unless the mark is want.
@@ -211,9 +217,7 @@ func (u *lowatUpstream) waitMark(t *testing.T, want int) {
 // mark is back to 1.
 func TestBeanstalkLoopLowat(t *testing.T) {
 	u := openLowatUpstream(t)
-	rs := newResults()
-	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
-	u.send(t, &putCmd, 3, rs)
+	rs := u.send(t, &lowatPut, 3)
 	u.waitMark(t, 24) // three puts awaited
 	u.srv.Write([]byte("INSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n"))
 	rs.wait(t, 3)
@@ -222,10 +226,10 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	// Two puts, a reserve round that may wait a second, a put: the mark
 	// counts the two.
 	rs = newResults()
-	u.l.Do(&putCmd, rs.done(t))
-	u.l.Do(&putCmd, rs.done(t))
+	u.l.Do(&lowatPut, rs.done(t))
+	u.l.Do(&lowatPut, rs.done(t))
 	u.l.Do(&beanstalk.Command{Verb: beanstalk.ReserveWithTimeout, Timeout: 1}, rs.done(t))
-	u.l.Do(&putCmd, rs.done(t))
+	u.l.Do(&lowatPut, rs.done(t))
 	u.readCommands(t, 4)
 	u.waitMark(t, 16) // two puts before a reserve
 	u.srv.Write([]byte("INSERTED 4\r\nINSERTED 5\r\nTIMED_OUT\r\nINSERTED 6\r\n"))
@@ -237,8 +241,7 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	// reply read; the mark for the 4 left must count them (29, not 32),
 	// or the last 29 bytes would never wake it.
 	kick := beanstalk.Command{Verb: beanstalk.KickJob, ID: 1}
-	rs = newResults()
-	u.send(t, &kick, 20, rs)
+	rs = u.send(t, &kick, 20)
 	u.waitMark(t, 128) // twenty commands awaited (the cap)
 	short := []byte(strings.Repeat("KICKED\r\n", 20))
 	u.srv.Write(short[:16*8+3])
@@ -251,8 +254,7 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 	// Forty such replies in pieces of 1 to 5 bytes, read wherever the
 	// pieces fall.
 	const n = 40
-	rs = newResults()
-	u.send(t, &kick, n, rs)
+	rs = u.send(t, &kick, n)
 	u.waitMark(t, 128) // forty commands awaited (the cap)
 	replies := []byte(strings.Repeat("KICKED\r\n", n-1) + "NOT_FOUND\r\n")
 	rnd := rand.New(rand.NewSource(1))
@@ -281,9 +283,8 @@ func TestBeanstalkLoopLowat(t *testing.T) {
 // lowatGiveUp is set back to 1 for the rest of the session.
 func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 	u := openLowatUpstream(t)
-	rs := newResults()
 	cmd := beanstalk.Command{Verb: beanstalk.Delete, ID: 1}
-	u.send(t, &cmd, 3, rs)
+	rs := u.send(t, &cmd, 3)
 	u.waitMark(t, 24) // three deletes awaited
 	u.sweep(t)        // the sweep that starts counting
 	u.advance(t, lowatGiveUp-time.Millisecond)
@@ -298,8 +299,7 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 			t.Fatalf("reply %d: %+v", i, r)
 		}
 	}
-	rs = newResults()
-	u.send(t, &cmd, 2, rs)
+	u.send(t, &cmd, 2)
 	u.wantMark(t, 1, "two deletes after giving up")
 	u.stop()
 	if !u.l.low.off {
@@ -313,9 +313,7 @@ func TestBeanstalkLoopLowatGivesUp(t *testing.T) {
 // still, so the give-up sweep cannot be what wakes it).
 func TestBeanstalkLoopLowatServerCloses(t *testing.T) {
 	u := openLowatUpstream(t)
-	rs := newResults()
-	putCmd := beanstalk.Command{Verb: beanstalk.Put, TTR: 60, Body: []byte("a")}
-	u.send(t, &putCmd, 3, rs)
+	rs := u.send(t, &lowatPut, 3)
 	u.waitMark(t, 24) // three puts awaited
 	u.srv.Write([]byte("INSERTED 1\r\n"))
 	u.srv.Close()
