@@ -13,6 +13,11 @@
 # rotates every round. CPU per operation comes from /proc/PID/stat of the
 # server and of the proxy (utime+stime over the measured span); on a shared
 # machine it is steadier than throughput. The generator shares the cores.
+# Over each generator run the script also takes the share of the proxy's
+# CPU time spent in the kernel (stime of utime+stime) and the TCP segments
+# the whole machine sent per operation (OutSegs of /proc/net/snmp, which
+# counts every process, the generator's setup included): where most of a
+# proxy's time is the kernel's, it can only gain by sending fewer segments.
 #
 # Usage: scripts/bench-gateway.sh
 # Environment (defaults in brackets):
@@ -59,21 +64,6 @@ fi
 go build -o "$OUT/jobgate-bench" ./cmd/jobgate-bench
 
 . "$(dirname "$0")/bench-lib.sh"
-
-# free_port here stays below the kernel's ephemeral range: each run opens
-# and closes many connections, and a port still held by one of them (in
-# TIME_WAIT) cannot be bound; gearmand then retries instead of failing.
-free_port() {
-	local p lo
-	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-	while :; do
-		p=$((10000 + RANDOM % (lo - 10000)))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
 
 UP_PID="" PX_PID=""
 stop_all() {
@@ -167,6 +157,28 @@ end_count() {
 	' "${1%.txt}.perf")
 }
 
+# start_kernel notes the proxy's CPU ticks and the machine's TCP segments
+# sent; end_kernel OUT sets KERNEL to " proxy_sys_share=F segs_per_op=F"
+# for the run since start_kernel (the share empty without a proxy).
+proxy_ticks() { # user and system ticks of PX_PID
+	[ -n "$PX_PID" ] && sed 's/.*) //' "/proc/$PX_PID/stat" | cut -d' ' -f12,13 || echo "0 0"
+}
+out_segs() {
+	awk '/^Tcp:/ { if (n++) { for (i = 1; i <= NF; i++) if (h[i] == "OutSegs") print $i } else for (i = 1; i <= NF; i++) h[i] = $i }' /proc/net/snmp
+}
+start_kernel() {
+	TICKS0=$(proxy_ticks) SEGS0=$(out_segs)
+}
+end_kernel() {
+	local ops
+	ops=$(grep -oE 'ops_per_s=[0-9.]+' "$1" | cut -d= -f2)
+	KERNEL=$(echo "$TICKS0 $(proxy_ticks) $SEGS0 $(out_segs)" | awk -v ops="$ops" -v secs="${DURATION%s}" '{
+		u = $3 - $1; s = $4 - $2; n = ops * secs
+		if (u + s > 0) printf " proxy_sys_share=%.3f", s / (u + s)
+		if (n > 0) printf " segs_per_op=%.2f", ($6 - $5) / n
+	}')
+}
+
 # run_one PROTO WORKLOAD WAY ROUND appends "proto workload way round
 # key=value..." to results.
 run_one() {
@@ -174,6 +186,7 @@ run_one() {
 	start_upstream "$proto"
 	start_proxy "$proto" "$way"
 	start_count "$out"
+	start_kernel
 	base=${wl%-16k}
 	if [ "$proto" = gearman ]; then
 		args=(-workload "${base%%-*}" -clients 16 -duration "$DURATION")
@@ -183,7 +196,8 @@ run_one() {
 		[ -n "$PX_PID" ] && args+=(-proxy-pid "$PX_PID")
 		"$OUT/jobgate-bench" gearman -addr "127.0.0.1:$PORT" -pid "$UP_PID" "${args[@]}" >"$out"
 		end_count "$out"
-		echo "$proto $wl $way $round $(grep '^summary' "$out" | cut -d' ' -f2-)$COUNTS" >>"$OUT/results"
+		end_kernel "$out"
+		echo "$proto $wl $way $round $(grep '^summary' "$out" | cut -d' ' -f2-)$COUNTS$KERNEL" >>"$OUT/results"
 	else
 		case $wl in
 		put-16) args=(-workload put -conns 16) ;;
@@ -197,7 +211,8 @@ run_one() {
 		# -keep: the server is thrown away after the run, no need to drain it.
 		"$OUT/jobgate-bench" beanstalk -addr "127.0.0.1:$PORT" -pid "$UP_PID" -keep -duration "$DURATION" "${args[@]}" >"$out"
 		end_count "$out"
-		echo "$proto $wl $way $round $(grep '^result' "$out" | cut -d' ' -f2-)$COUNTS" >>"$OUT/results"
+		end_kernel "$out"
+		echo "$proto $wl $way $round $(grep '^result' "$out" | cut -d' ' -f2-)$COUNTS$KERNEL" >>"$OUT/results"
 	fi
 	stop_all
 }
@@ -249,14 +264,16 @@ function ratio(key, a, b, f,   n, i, r, rs, out) {
 }
 END {
 	nw = split(ways, w, " ")
-	printf "%-23s %-9s %9s %8s %8s %10s %10s\n", "workload", "way", "ops/s", "p50 µs", "p99 µs", "server µs", "proxy µs"
+	printf "%-23s %-9s %9s %8s %8s %10s %10s %7s %7s %6s\n", "workload", "way", "ops/s", "p50 µs", "p99 µs", "server µs", "proxy µs", "gen µs", "kernel", "segs"
 	for (k = 1; k <= nk; k++) {
 		key = order[k]
 		for (i = 1; i <= nw; i++) {
 			if (vals[key, w[i], "ops_per_s"] == "") continue
-			printf "%-23s %-9s %9.0f %8.0f %8.0f %10.1f %10.1f\n", key, w[i], median(vals[key, w[i], "ops_per_s"]),
+			printf "%-23s %-9s %9.0f %8.0f %8.0f %10.1f %10.1f %7.1f %7s %6.2f\n", key, w[i], median(vals[key, w[i], "ops_per_s"]),
 				median(vals[key, w[i], "p50_us"]), median(vals[key, w[i], "p99_us"]),
-				median(vals[key, w[i], "server_cpu_us"]), median(vals[key, w[i], "proxy_cpu_us"])
+				median(vals[key, w[i], "server_cpu_us"]), median(vals[key, w[i], "proxy_cpu_us"]), median(vals[key, w[i], "gen_cpu_us"]),
+				vals[key, w[i], "proxy_sys_share"] == "" ? "-" : sprintf("%.0f%%", 100 * median(vals[key, w[i], "proxy_sys_share"])),
+				median(vals[key, w[i], "segs_per_op"])
 		}
 		hp = "haproxy1"
 		if (median(vals[key, "haproxyN", "ops_per_s"]) > median(vals[key, "haproxy1", "ops_per_s"])) hp = "haproxyN"
@@ -273,6 +290,7 @@ END {
 				median(vals[key, w[i], "proxy_sys_per_op"]), median(vals[key, w[i], "proxy_cs_per_op"])
 		}
 	}
-	print "server µs, proxy µs: CPU per operation (job) of the real server and of the proxy; ratios: median over rounds of the runs of one round"
+	print "server µs, proxy µs, gen µs: CPU per operation (job) of the real server, of the proxy and of the load generator; kernel: the share of the proxy'"'"'s CPU time in the kernel;"
+	print "segs: TCP segments the machine sent per operation; ratios: median over rounds of the runs of one round"
 	print "(p99 above 1: jobgate better); the faster haproxy (median throughput) is the one compared"
 }' "$OUT/results"
