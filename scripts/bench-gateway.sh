@@ -278,9 +278,11 @@ END {
 		hp = "haproxy1"
 		if (median(vals[key, "haproxyN", "ops_per_s"]) > median(vals[key, "haproxy1", "ops_per_s"])) hp = "haproxyN"
 		if (vals[key, hp, "ops_per_s"] == "" || vals[key, "jobgate", "ops_per_s"] == "") continue
-		printf "%-23s ratios vs %s: throughput jobgate/%s %.2fx, jobgate/direct %.2fx, %s/direct %.2fx; p99 %s/jobgate %.2fx\n",
-			key, hp, hp, ratio(key, "jobgate", hp, "ops_per_s"), ratio(key, "jobgate", "direct", "ops_per_s"),
-			hp, ratio(key, hp, "direct", "ops_per_s"), hp, ratio(key, hp, "jobgate", "p99_us")
+		direct = ""
+		if (vals[key, "direct", "ops_per_s"] != "")
+			direct = sprintf(", jobgate/direct %.2fx, %s/direct %.2fx", ratio(key, "jobgate", "direct", "ops_per_s"), hp, ratio(key, hp, "direct", "ops_per_s"))
+		printf "%-23s ratios vs %s: throughput jobgate/%s %.2fx%s; p99 %s/jobgate %.2fx\n",
+			key, hp, hp, ratio(key, "jobgate", hp, "ops_per_s"), direct, hp, ratio(key, hp, "jobgate", "p99_us")
 	}
 	for (k = 1; k <= nk; k++) {
 		key = order[k]
