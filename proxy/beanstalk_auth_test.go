@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,29 +21,11 @@ import (
 	"github.com/jobgate/jobgate/proxy/auth"
 )
 
-// logBuffer collects a server's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // bsStartAuth serves a Beanstalk server with policy p on loopback, over
 // TLS when tc is set, until the test ends.
-func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.BeanstalkServer, string, *logBuffer) {
+func bsStartAuth(t testing.TB, p *auth.Policy, tc *tls.Config) (*proxy.BeanstalkServer, string, *testutil.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testutil.Buffer{}
 	srv, err := proxy.NewBeanstalkServer(proxy.BeanstalkConfig{
 		Auth:       p,
 		Log:        slog.New(slog.NewTextHandler(logs, nil)),
@@ -217,7 +197,7 @@ func bsAuthTokenScenario(t *testing.T, addr string, id func(k int) string) {
 // bsCheckUnknownTokens: a client presenting unknown tokens is refused
 // (NOT_FOUND) and cut off at the third, and the server logs the refusal
 // without the token.
-func bsCheckUnknownTokens(t *testing.T, addr string, logs *logBuffer) {
+func bsCheckUnknownTokens(t *testing.T, addr string, logs *testutil.Buffer) {
 	t.Helper()
 	bad := bsDial(t, addr)
 	defer bad.nc.Close()

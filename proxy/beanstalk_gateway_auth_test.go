@@ -57,10 +57,10 @@ func bgwShardGateway(t testing.TB, n int, local bool, mods ...func(*config.Confi
 }
 
 // bgwStartAuth serves a gateway over one beanstalkd with policy p.
-func bgwStartAuth(t *testing.T, p *auth.Policy) (gw, up string, srv *proxy.BeanstalkServer, logs *logBuffer) {
+func bgwStartAuth(t *testing.T, p *auth.Policy) (gw, up string, srv *proxy.BeanstalkServer, logs *testutil.Buffer) {
 	t.Helper()
 	g, ups := bgwGateway(t, 1)
-	logs = &logBuffer{}
+	logs = &testutil.Buffer{}
 	gw, srv = bsServe(t, proxy.BeanstalkConfig{Gateway: g, Auth: p, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	return gw, ups[1], srv, logs
 }

@@ -128,9 +128,10 @@ func requirePHPGearman(t *testing.T) string {
 
 // phpProc is one running PHP role.
 type phpProc struct {
-	cmd      *exec.Cmd
-	out, err bytes.Buffer
-	done     chan struct{}
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	err  testutil.Buffer // read while the role runs (waitHeard)
+	done chan struct{}
 }
 
 // startPHP starts a role of the script; it is killed, by PID, when the
@@ -159,6 +160,30 @@ func (p *phpProc) stop() {
 	case <-time.After(5 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
+	}
+}
+
+// heard returns the lines of the role's stderr that start with prefix.
+func (p *phpProc) heard(prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(p.err.String(), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// waitHeard waits, for at most 10 s, until the role has written n lines
+// starting with prefix to stderr, and returns them; fewer if it never does.
+func (p *phpProc) waitHeard(prefix string, n int) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := p.heard(prefix)
+		if strings.Count(got, "\n") >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -212,15 +237,11 @@ func runPHPScenarios(t *testing.T, php, addr string) {
 		t.Errorf("workers shows no php-worker (GearmanWorker::setId):\n%s", got)
 	}
 	// What the worker heard: two failed jobs, and an error for completing
-	// the job the server had taken back.
+	// the job the server had taken back. That error comes after the client
+	// released the job's function, while the test runs on: wait for it.
+	heard := worker.waitHeard("worker: ", strings.Count(phpWorkerWant, "\n"))
 	worker.stop()
-	var heard strings.Builder
-	for _, line := range strings.Split(worker.err.String(), "\n") {
-		if strings.HasPrefix(line, "worker: ") {
-			heard.WriteString(line + "\n")
-		}
-	}
-	checkPHP(t, "worker", heard.String(), phpWorkerWant)
+	checkPHP(t, "worker", heard, phpWorkerWant)
 	checkPHP(t, "wtimeout", startPHP(t, php, 10*time.Second, "wtimeout", addr, t.TempDir()).wait(t), phpWorkerTimeoutWant)
 	runPHPWorkerLost(t, php, addr)
 }
