@@ -237,8 +237,9 @@ func runPHPScenarios(t *testing.T, php, addr string) {
 		t.Errorf("workers shows no php-worker (GearmanWorker::setId):\n%s", got)
 	}
 	// What the worker heard: two failed jobs, and an error for completing
-	// the job the server had taken back. That error comes after the client
-	// released the job's function, while the test runs on: wait for it.
+	// the job the server had taken back. That error comes only once the
+	// client lets the worker's function return (tmo-go), which the test
+	// does not wait for otherwise: wait for it here.
 	heard := worker.waitHeard("worker: ", strings.Count(phpWorkerWant, "\n"))
 	worker.stop()
 	checkPHP(t, "worker", heard, phpWorkerWant)
